@@ -1,0 +1,21 @@
+// Package storage is Cairn's only importer of Pebble. One Engine (one Pebble
+// DB) per node holds, under distinct key prefixes, every local replica's Raft
+// log, HardState, applied state, request-dedup table and the user data.
+//
+// Key layout (all integers big-endian so keys sort numerically):
+//
+//	0x00 "meta/" name                 node metadata (identity, shard map)
+//	0x01 shard(8) 'h'                 raft HardState
+//	0x01 shard(8) 'a'                 applied state (index, term, conf state)
+//	0x01 shard(8) 't'                 truncated state (index, term)
+//	0x01 shard(8) 'l' index(8)        raft log entry
+//	0x01 shard(8) 'q' request-id      dedup record of an applied write
+//	0x02 token(8) user-key            user value: version(8) | value bytes
+//
+// User data is keyed by token (xxhash64 of the key) first, so a shard's token
+// range [start, end) is one contiguous Pebble key range: snapshots and hashes
+// iterate it directly, and a later range split moves no data.
+//
+// An Engine, its Batches and Snapshots are safe for concurrent use in the
+// ways Pebble allows: an Engine by many goroutines, a Batch or Iter by one.
+package storage

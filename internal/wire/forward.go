@@ -1,0 +1,118 @@
+package wire
+
+// Kind of a forwarded request.
+type Kind uint8
+
+// Request kinds.
+const (
+	KindWrite        Kind = 1 // Command, needs the shard leader
+	KindRead         Kind = 2 // linearizable read, needs the shard leader
+	KindReadLocal    Kind = 3 // serializable read from the receiver's replica
+	KindAppliedIndex Kind = 4 // the receiver replica's applied index
+)
+
+// Request is what a coordinator sends to another node.
+type Request struct {
+	Kind Kind
+	// Sender is the sending node (0 when unknown).
+	Sender  uint64
+	ShardID uint64
+	Epoch   uint64
+	// Ack and From are the replicas=ACK/FROM setting (0 = default).
+	Ack, From uint32
+	// DeadlineUnixNano bounds the work at the receiver.
+	DeadlineUnixNano int64
+	// Index is the applied index to wait for (KindAppliedIndex).
+	Index   uint64
+	Key     []byte
+	Command []byte // a marshalled Command for KindWrite
+}
+
+const requestV1 = 1
+
+// Marshal encodes r.
+func (r *Request) Marshal() []byte {
+	w := writer{b: make([]byte, 0, 32+len(r.Key)+len(r.Command))}
+	w.u8(requestV1)
+	w.u8(uint8(r.Kind))
+	w.u64(r.Sender)
+	w.u64(r.ShardID)
+	w.u64(r.Epoch)
+	w.u64(uint64(r.Ack))
+	w.u64(uint64(r.From))
+	w.i64(r.DeadlineUnixNano)
+	w.u64(r.Index)
+	w.bytes(r.Key)
+	w.bytes(r.Command)
+	return w.b
+}
+
+// Unmarshal decodes b into r; slices alias b.
+func (r *Request) Unmarshal(b []byte) error {
+	rd := reader{b: b}
+	if v := rd.u8(); v != requestV1 && rd.err == nil {
+		rd.fail("request version")
+	}
+	r.Kind = Kind(rd.u8())
+	r.Sender = rd.u64()
+	r.ShardID = rd.u64()
+	r.Epoch = rd.u64()
+	ack, from := rd.u64(), rd.u64()
+	if ack > 1<<16 || from > 1<<16 {
+		rd.fail("replicas out of range")
+	}
+	r.Ack, r.From = uint32(ack), uint32(from)
+	r.DeadlineUnixNano = rd.i64()
+	r.Index = rd.u64()
+	r.Key = rd.bytes()
+	r.Command = rd.bytes()
+	if err := rd.done(); err != nil {
+		return err
+	}
+	if r.Kind < KindWrite || r.Kind > KindAppliedIndex {
+		rd.fail("unknown kind")
+	}
+	return rd.err
+}
+
+// Response answers a Request.
+type Response struct {
+	Status Status
+	// Leader is a hint when Status is StatusNotLeader (0 = unknown).
+	Leader  uint64
+	Version uint64
+	Created bool
+	Index   uint64 // KindAppliedIndex
+	Value   []byte
+	Message string
+}
+
+// Marshal encodes r.
+func (r *Response) Marshal() []byte {
+	w := writer{b: make([]byte, 0, 24+len(r.Value)+len(r.Message))}
+	w.u8(uint8(r.Status))
+	w.u64(r.Leader)
+	w.u64(r.Version)
+	c := uint8(0)
+	if r.Created {
+		c = 1
+	}
+	w.u8(c)
+	w.u64(r.Index)
+	w.bytes(r.Value)
+	w.str(r.Message)
+	return w.b
+}
+
+// Unmarshal decodes b into r; Value aliases b.
+func (r *Response) Unmarshal(b []byte) error {
+	rd := reader{b: b}
+	r.Status = Status(rd.u8())
+	r.Leader = rd.u64()
+	r.Version = rd.u64()
+	r.Created = rd.u8() == 1
+	r.Index = rd.u64()
+	r.Value = rd.bytes()
+	r.Message = rd.str()
+	return rd.done()
+}
