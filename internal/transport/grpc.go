@@ -1,0 +1,265 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials/insecure"
+)
+
+// maxMsg bounds one gRPC message: a value (8 MiB by default) plus framing,
+// or a batch of raft messages (raft caps one at about 1 MiB of entries).
+const maxMsg = 64 << 20
+
+// snapChunk is the size of one snapshot stream frame.
+const snapChunk = 1 << 20
+
+// Config of a GRPC transport.
+type Config struct {
+	NodeID uint64
+	// ListenAddr is the host:port the peer server listens on.
+	ListenAddr string
+	// Listener, if set, is used instead of listening on ListenAddr.
+	Listener net.Listener
+	// Peers maps node id to peer address (the local node may be included).
+	Peers       map[uint64]string
+	Handler     Handler
+	Unreachable UnreachableFunc
+	// QueueLen bounds the batches queued per peer. Default 1024.
+	QueueLen int
+	Logger   *slog.Logger
+}
+
+// GRPC is the real transport.
+type GRPC struct {
+	cfg    Config
+	srv    *grpc.Server
+	lis    net.Listener
+	peers  map[uint64]*peer
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+var _ Transport = (*GRPC)(nil)
+
+type peer struct {
+	id        uint64
+	addr      string
+	conn      *grpc.ClientConn
+	queue     chan []Envelope
+	reachable atomic.Bool
+}
+
+// NewGRPC listens and starts one sender goroutine per peer.
+func NewGRPC(cfg Config) (*GRPC, error) {
+	if cfg.QueueLen == 0 {
+		cfg.QueueLen = 1024
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	lis := cfg.Listener
+	if lis == nil {
+		var err error
+		if lis, err = net.Listen("tcp", cfg.ListenAddr); err != nil {
+			return nil, fmt.Errorf("transport: listen %s: %w", cfg.ListenAddr, err)
+		}
+	}
+	t := &GRPC{cfg: cfg, lis: lis, peers: map[uint64]*peer{}}
+	t.ctx, t.cancel = context.WithCancel(context.Background())
+	t.srv = grpc.NewServer(grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
+	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler})
+	for id, addr := range cfg.Peers {
+		if id == cfg.NodeID {
+			continue
+		}
+		conn, err := grpc.NewClient(addr,
+			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+			grpc.WithConnectParams(grpc.ConnectParams{
+				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+				MinConnectTimeout: time.Second,
+			}))
+		if err != nil {
+			t.Close()
+			return nil, fmt.Errorf("transport: peer %d at %s: %w", id, addr, err)
+		}
+		p := &peer{id: id, addr: addr, conn: conn, queue: make(chan []Envelope, cfg.QueueLen)}
+		p.reachable.Store(true)
+		t.peers[id] = p
+		t.wg.Add(1)
+		go func() { defer t.wg.Done(); t.sendLoop(p) }()
+	}
+	t.wg.Add(1)
+	go func() { defer t.wg.Done(); _ = t.srv.Serve(lis) }()
+	return t, nil
+}
+
+// Addr is the address the peer server listens on.
+func (t *GRPC) Addr() string { return t.lis.Addr().String() }
+
+// Send implements Transport.
+func (t *GRPC) Send(to uint64, envs []Envelope) {
+	p, ok := t.peers[to]
+	if !ok {
+		return
+	}
+	select {
+	case p.queue <- envs:
+	default:
+		t.report(to, envs)
+	}
+}
+
+func (t *GRPC) report(to uint64, envs []Envelope) {
+	if t.cfg.Unreachable == nil {
+		return
+	}
+	ids := make([]uint64, 0, len(envs))
+	for _, e := range envs {
+		ids = append(ids, e.ShardID)
+	}
+	t.cfg.Unreachable(to, ids)
+}
+
+// sendLoop owns the raft stream to one peer: it drains the queue into
+// batches and sends each as one frame, reopening the stream on failure.
+func (t *GRPC) sendLoop(p *peer) {
+	var stream grpc.ClientStream
+	var cancel context.CancelFunc
+	defer func() {
+		if cancel != nil {
+			cancel()
+		}
+	}()
+	for {
+		var envs []Envelope
+		select {
+		case envs = <-p.queue:
+		case <-t.ctx.Done():
+			return
+		}
+	drain:
+		for len(envs) < 4096 {
+			select {
+			case more := <-p.queue:
+				envs = append(envs, more...)
+			default:
+				break drain
+			}
+		}
+		if stream == nil {
+			s, c, err := t.openStream(p)
+			if err != nil {
+				p.reachable.Store(false)
+				t.report(p.id, envs)
+				continue
+			}
+			stream, cancel = s, c
+		}
+		if err := stream.SendMsg(&frame{b: EncodeBatch(envs)}); err != nil {
+			cancel()
+			cancel, stream = nil, nil
+			p.reachable.Store(false)
+			t.report(p.id, envs)
+			continue
+		}
+		p.reachable.Store(true)
+	}
+}
+
+func (t *GRPC) openStream(p *peer) (grpc.ClientStream, context.CancelFunc, error) {
+	ctx, cancel := context.WithCancel(t.ctx)
+	s, err := p.conn.NewStream(ctx, &serviceDesc.Streams[0], "/cairn.Peer/Raft")
+	if err != nil {
+		cancel()
+		return nil, nil, err
+	}
+	return s, cancel, nil
+}
+
+// SendSnapshot implements Transport.
+func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope) error {
+	p, ok := t.peers[to]
+	if !ok {
+		return ErrUnknownPeer
+	}
+	data := env.Msg.Snapshot.Data
+	head := env
+	head.Msg.Snapshot = env.Msg.Snapshot
+	head.Msg.Snapshot.Data = nil
+	s, err := p.conn.NewStream(ctx, &serviceDesc.Streams[1], "/cairn.Peer/Snapshot")
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if err := s.SendMsg(&frame{b: EncodeBatch([]Envelope{head})}); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	for len(data) > 0 {
+		n := min(len(data), snapChunk)
+		if err := s.SendMsg(&frame{b: data[:n]}); err != nil {
+			return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+		data = data[n:]
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	var ack frame
+	if err := s.RecvMsg(&ack); err != nil {
+		return fmt.Errorf("transport: snapshot to %d: %w", to, err)
+	}
+	return nil
+}
+
+// Request implements Transport.
+func (t *GRPC) Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error) {
+	p, ok := t.peers[to]
+	if !ok {
+		return nil, ErrUnknownPeer
+	}
+	var out frame
+	if err := p.conn.Invoke(ctx, "/cairn.Peer/Request", &frame{b: req.Marshal()}, &out); err != nil {
+		if ctx.Err() == nil {
+			p.reachable.Store(false)
+		}
+		return nil, fmt.Errorf("%w: node %d: %v", ErrUnreachable, to, err)
+	}
+	p.reachable.Store(true)
+	var resp wire.Response
+	if err := resp.Unmarshal(out.b); err != nil {
+		return nil, err
+	}
+	return &resp, nil
+}
+
+// Reachable implements Transport.
+func (t *GRPC) Reachable(to uint64) bool {
+	if to == t.cfg.NodeID {
+		return true
+	}
+	p, ok := t.peers[to]
+	return ok && p.reachable.Load()
+}
+
+// Close stops the server and every sender.
+func (t *GRPC) Close() error {
+	t.cancel()
+	if t.srv != nil {
+		t.srv.Stop()
+	}
+	for _, p := range t.peers {
+		p.conn.Close()
+	}
+	t.wg.Wait()
+	return nil
+}

@@ -1,0 +1,158 @@
+package transport
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+type recorder struct {
+	mu   sync.Mutex
+	envs []Envelope
+	got  chan struct{}
+}
+
+func (r *recorder) HandleRaft(envs []Envelope) {
+	r.mu.Lock()
+	r.envs = append(r.envs, envs...)
+	r.mu.Unlock()
+	select {
+	case r.got <- struct{}{}:
+	default:
+	}
+}
+
+func (r *recorder) HandleRequest(_ context.Context, req *wire.Request) *wire.Response {
+	return &wire.Response{Status: wire.StatusOK, Value: append([]byte("echo:"), req.Key...), Index: req.ShardID}
+}
+
+func (r *recorder) wait(t *testing.T, n int) []Envelope {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		r.mu.Lock()
+		if len(r.envs) >= n {
+			out := append([]Envelope(nil), r.envs...)
+			r.mu.Unlock()
+			return out
+		}
+		r.mu.Unlock()
+		select {
+		case <-r.got:
+		case <-deadline:
+			t.Fatalf("received fewer than %d envelopes", n)
+		}
+	}
+}
+
+func listen(t *testing.T) net.Listener {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func pair(t *testing.T) (*GRPC, *recorder, *GRPC, *recorder) {
+	l1, l2 := listen(t), listen(t)
+	peers := map[uint64]string{1: l1.Addr().String(), 2: l2.Addr().String()}
+	r1, r2 := &recorder{got: make(chan struct{}, 1)}, &recorder{got: make(chan struct{}, 1)}
+	t1, err := NewGRPC(Config{NodeID: 1, Listener: l1, Peers: peers, Handler: r1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t2, err := NewGRPC(Config{NodeID: 2, Listener: l2, Peers: peers, Handler: r2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { t1.Close(); t2.Close() })
+	return t1, r1, t2, r2
+}
+
+func TestGRPCBatchesArriveInOrder(t *testing.T) {
+	t1, _, _, r2 := pair(t)
+	for i := uint64(1); i <= 100; i++ {
+		t1.Send(2, []Envelope{{ShardID: i % 7, Msg: raftpb.Message{Type: raftpb.MsgApp, From: 1, To: 2, Index: i}}})
+	}
+	envs := r2.wait(t, 100)
+	for i, e := range envs {
+		if e.Msg.Index != uint64(i+1) || e.ShardID != uint64(i+1)%7 {
+			t.Fatalf("envelope %d: shard %d index %d", i, e.ShardID, e.Msg.Index)
+		}
+	}
+}
+
+func TestGRPCRequestAndSnapshot(t *testing.T) {
+	t1, _, _, r2 := pair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := t1.Request(ctx, 2, &wire.Request{Kind: wire.KindRead, ShardID: 9, Key: []byte("k")})
+	if err != nil || string(resp.Value) != "echo:k" || resp.Index != 9 {
+		t.Fatalf("request: %+v %v", resp, err)
+	}
+	data := bytes.Repeat([]byte("0123456789"), 300_000) // 3 MB: several chunks
+	snap := raftpb.Message{Type: raftpb.MsgSnap, From: 1, To: 2, Snapshot: &raftpb.Snapshot{
+		Data: data, Metadata: raftpb.SnapshotMetadata{Index: 77, Term: 3}}}
+	if err := t1.SendSnapshot(ctx, 2, Envelope{ShardID: 4, Msg: snap}); err != nil {
+		t.Fatal(err)
+	}
+	envs := r2.wait(t, 1)
+	got := envs[0].Msg
+	if envs[0].ShardID != 4 || got.Snapshot.Metadata.Index != 77 || !bytes.Equal(got.Snapshot.Data, data) {
+		t.Fatalf("snapshot arrived wrong: shard %d index %d %d bytes", envs[0].ShardID, got.Snapshot.Metadata.Index, len(got.Snapshot.Data))
+	}
+}
+
+func TestGRPCUnreachablePeerIsReported(t *testing.T) {
+	l := listen(t)
+	dead := listen(t)
+	deadAddr := dead.Addr().String()
+	dead.Close()
+	reported := make(chan uint64, 16)
+	tr, err := NewGRPC(Config{NodeID: 1, Listener: l, Peers: map[uint64]string{1: l.Addr().String(), 2: deadAddr},
+		Handler: &recorder{got: make(chan struct{}, 1)},
+		Unreachable: func(to uint64, ids []uint64) {
+			for _, id := range ids {
+				reported <- id
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Send(2, []Envelope{{ShardID: 5, Msg: raftpb.Message{Type: raftpb.MsgHeartbeat, To: 2}}})
+	select {
+	case id := <-reported:
+		if id != 5 {
+			t.Fatalf("reported shard %d", id)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("unreachable peer never reported")
+	}
+	if tr.Reachable(2) {
+		t.Fatal("dead peer still marked reachable")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := tr.Request(ctx, 2, &wire.Request{Kind: wire.KindRead, ShardID: 1}); err == nil {
+		t.Fatal("request to a dead peer succeeded")
+	}
+}
+
+func TestBatchCodecRejectsGarbage(t *testing.T) {
+	b := EncodeBatch([]Envelope{{ShardID: 1, Msg: raftpb.Message{Type: raftpb.MsgVote, Term: 4}}})
+	for i := 0; i < len(b); i++ {
+		if _, err := DecodeBatch(b[:i]); err == nil {
+			t.Fatalf("prefix of %d bytes decoded", i)
+		}
+	}
+	if _, err := DecodeBatch(append(b, 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+}

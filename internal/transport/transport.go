@@ -1,0 +1,102 @@
+package transport
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/wire"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Errors returned by transports.
+var (
+	ErrUnknownPeer = errors.New("transport: unknown peer")
+	ErrUnreachable = errors.New("transport: peer unreachable")
+	ErrClosed      = errors.New("transport: closed")
+)
+
+// Envelope is one raft message of one shard.
+type Envelope struct {
+	ShardID uint64
+	Msg     raftpb.Message
+}
+
+// Handler receives what other nodes send. Its methods must not block for
+// long: HandleRaft only queues.
+type Handler interface {
+	HandleRaft(envs []Envelope)
+	HandleRequest(ctx context.Context, req *wire.Request) *wire.Response
+}
+
+// Transport sends to other nodes.
+type Transport interface {
+	// Send queues messages for node to (never blocks; may drop).
+	Send(to uint64, envs []Envelope)
+	// SendSnapshot streams a MsgSnap (with its data) and waits until the
+	// receiver has queued it.
+	SendSnapshot(ctx context.Context, to uint64, env Envelope) error
+	// Request forwards a client request and waits for the answer.
+	Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error)
+	// Reachable reports whether the last exchange with node succeeded.
+	Reachable(to uint64) bool
+	Close() error
+}
+
+// UnreachableFunc is told which shards' messages to node to were lost.
+type UnreachableFunc func(to uint64, shardIDs []uint64)
+
+// EncodeBatch encodes envelopes into one frame.
+func EncodeBatch(envs []Envelope) []byte {
+	size := 8
+	for i := range envs {
+		size += 20 + envs[i].Msg.Size()
+	}
+	b := make([]byte, 0, size)
+	b = binary.AppendUvarint(b, uint64(len(envs)))
+	for i := range envs {
+		b = binary.AppendUvarint(b, envs[i].ShardID)
+		n := envs[i].Msg.Size()
+		b = binary.AppendUvarint(b, uint64(n))
+		start := len(b)
+		b = b[:start+n]
+		if _, err := envs[i].Msg.MarshalTo(b[start:]); err != nil {
+			panic(fmt.Sprintf("transport: marshal message: %v", err))
+		}
+	}
+	return b
+}
+
+// DecodeBatch decodes a frame made by EncodeBatch.
+func DecodeBatch(b []byte) ([]Envelope, error) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)) {
+		return nil, fmt.Errorf("transport: bad batch header")
+	}
+	b = b[k:]
+	envs := make([]Envelope, 0, n)
+	for i := uint64(0); i < n; i++ {
+		id, k := binary.Uvarint(b)
+		if k <= 0 {
+			return nil, fmt.Errorf("transport: bad shard id")
+		}
+		b = b[k:]
+		l, k := binary.Uvarint(b)
+		if k <= 0 || l > uint64(len(b)-k) {
+			return nil, fmt.Errorf("transport: bad message length")
+		}
+		b = b[k:]
+		var e Envelope
+		e.ShardID = id
+		if err := e.Msg.Unmarshal(b[:l]); err != nil {
+			return nil, fmt.Errorf("transport: bad message: %w", err)
+		}
+		b = b[l:]
+		envs = append(envs, e)
+	}
+	if len(b) != 0 {
+		return nil, fmt.Errorf("transport: trailing bytes in batch")
+	}
+	return envs, nil
+}
