@@ -1,0 +1,29 @@
+// Package replica runs one shard replica: a raft.RawNode, its raftlog.Log,
+// the state machine that applies write commands to the node's engine, and
+// the waiters of proposals and reads.
+//
+// The Ready contract. For each Ready of the RawNode, Process does, in order:
+//
+//  1. persist the snapshot (its data, applied state and log position), the
+//     new entries and the HardState in one storage batch, fsync'd iff
+//     rd.MustSync (always when a snapshot is present);
+//  2. send rd.Messages — after the write, so every vote and append
+//     acknowledgement refers to durable state; a leader sends before its
+//     own write instead, so its fsync overlaps the followers' (an entry
+//     commits only once a majority has it durably, and the leader counts
+//     itself only after its own write);
+//  3. apply the committed entries in one batch committed without fsync (the
+//     applied index is in the same batch, and the durable log replays
+//     anything lost in a crash), calling ApplyConfChange for every conf
+//     change; then resolve waiting proposals and reads;
+//  4. Advance.
+//
+// Process runs the contract in two halves, Stage (drain the inbox, take the
+// Ready, stage step 1 into a batch) and Finish (steps 2 to 4 once the batch
+// has committed); a caller may share one batch among several shards.
+//
+// Concurrency. Other goroutines never touch the RawNode: Propose, Read,
+// Step and Tick append to an inbox under a small mutex and ask the scheduler
+// (Config.Enqueue) to run Process, which one worker at a time executes. The
+// leader, term and applied index are published in atomics for routing.
+package replica

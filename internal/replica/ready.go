@@ -1,0 +1,243 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Process runs one round of the Ready contract (see doc.go) on its own
+// batch. The store's workers use Stage and Finish instead, so one synced
+// commit covers the Readies of many shards.
+func (r *Replica) Process() {
+	b := r.cfg.Engine.NewBatch()
+	rr, sync := r.Stage(b)
+	if rr == nil {
+		b.Close()
+		return
+	}
+	if err := b.Commit(sync); err != nil {
+		panic("replica: persist ready: " + err.Error())
+	}
+	r.Finish(rr)
+}
+
+// Round is one Ready between Stage and Finish; the replica stays locked
+// in between.
+type Round struct {
+	rd         raft.Ready
+	hook       func()
+	hasSnap    bool
+	leaderSend bool
+	start      time.Time
+}
+
+// Stage starts a round: it drains the inbox into raft and, if raft has a
+// Ready, stages step 1 of the contract (persist) into b and returns the
+// round with the replica locked, and whether b must be synced. Nil: nothing
+// to do (the replica is unlocked). The caller commits b, then calls Finish.
+// Called by the scheduler, never concurrently for one replica.
+func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
+	if r.stopped.Load() {
+		return nil, false
+	}
+	r.mu.Lock()
+	r.drainLocked()
+	if !r.mu.rn.HasReady() {
+		r.publishLocked()
+		r.mu.Unlock()
+		return nil, false
+	}
+	rd := r.mu.rn.Ready()
+	rr := &Round{rd: rd, hasSnap: !raft.IsEmptySnap(rd.Snapshot), start: time.Now()}
+	// A leader sends before its own write, so its fsync and the
+	// followers' overlap (etcd does the same): an entry still commits only
+	// once a majority, possibly without the leader, has it durably.
+	rr.leaderSend = r.mu.rn.BasicStatus().RaftState == raft.StateLeader && !rr.hasSnap
+	if rr.leaderSend && len(rd.Messages) > 0 {
+		r.cfg.Send(r.id, rd.Messages)
+	}
+	// 1. Persist (staged; the caller commits).
+	if rr.hasSnap {
+		if err := r.stageSnapshot(b, rd.Snapshot); err != nil {
+			panic("replica: bad snapshot: " + err.Error())
+		}
+	}
+	rr.hook = r.log.StageReady(b, rd.HardState, rd.Entries, rd.Snapshot)
+	return rr, rd.MustSync || rr.hasSnap
+}
+
+// Finish completes a staged round after its batch has committed (steps 2
+// to 4 of the contract) and unlocks the replica.
+func (r *Replica) Finish(rr *Round) {
+	r.finishLocked(rr)
+	more := r.mu.rn.HasReady()
+	r.publishLocked()
+	r.mu.Unlock()
+	if more {
+		r.cfg.Enqueue(r.id)
+	}
+}
+
+// drainLocked feeds the inbox (reports, ticks, messages, proposals, reads)
+// into raft.
+func (r *Replica) drainLocked() {
+	rn := r.mu.rn
+
+	r.in.Lock()
+	msgs, props, reads := r.in.msgs, r.in.props, r.in.reads
+	ticks, campaign, reports := r.in.ticks, r.in.campaign, r.in.reports
+	r.in.msgs, r.in.props, r.in.reads, r.in.reports = nil, nil, nil, nil
+	r.in.ticks, r.in.campaign = 0, false
+	r.in.Unlock()
+
+	for _, f := range reports {
+		f(rn)
+	}
+	for i := 0; i < ticks; i++ {
+		rn.Tick()
+	}
+	if campaign {
+		_ = rn.Campaign()
+	}
+	for i := range msgs {
+		if err := rn.Step(msgs[i]); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
+			r.cfg.Logger.Debug("step", "err", err)
+		}
+	}
+	r.publishLocked()
+	isLeader := r.leader.Load() == r.cfg.NodeID
+	for _, p := range props {
+		if !isLeader {
+			p.finish(Result{}, &NotLeaderError{Leader: r.leader.Load()})
+			continue
+		}
+		if err := rn.Propose(p.data); err != nil {
+			// Dropped: a leadership transfer is under way (or the
+			// uncommitted log is over its bound). The coordinator retries
+			// until the new leader takes it or the deadline passes.
+			p.finish(Result{}, &NotLeaderError{Leader: r.leader.Load()})
+			continue
+		}
+		r.mu.props[p.reqID] = append(r.mu.props[p.reqID], p)
+	}
+	if len(reads) > 0 {
+		if !isLeader {
+			for _, w := range reads {
+				w.finish(&NotLeaderError{Leader: r.leader.Load()})
+			}
+		} else {
+			r.mu.nextRead++
+			id := r.mu.nextRead
+			r.mu.readBatch[id] = reads
+			rn.ReadIndex(readCtx(id))
+		}
+	}
+
+}
+
+// publishLocked updates the atomics and fails waiters when the term or
+// leadership changed.
+func (r *Replica) publishLocked() {
+	st := r.mu.rn.BasicStatus()
+	r.leader.Store(st.Lead)
+	r.term.Store(st.Term)
+	if st.Lead == r.cfg.NodeID && st.RaftState == raft.StateLeader {
+		if r.mu.leaderTerm != st.Term {
+			r.failAllLocked(&NotLeaderError{})
+			r.mu.leaderTerm = st.Term
+		}
+		return
+	}
+	if r.mu.leaderTerm != 0 {
+		r.mu.leaderTerm = 0
+		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
+	} else if len(r.mu.props) > 0 || len(r.mu.readBatch) > 0 {
+		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
+	}
+}
+
+func (r *Replica) finishLocked(rr *Round) {
+	rd := rr.rd
+	hasSnap := rr.hasSnap
+	rr.hook()
+	if hasSnap {
+		md := rd.Snapshot.Metadata
+		r.mu.appliedT = md.Term
+		r.mu.cs = md.ConfState
+		r.applied.Store(md.Index)
+		r.cfg.Logger.Info("applied snapshot", "shard", r.id, "index", md.Index, "bytes", len(rd.Snapshot.Data))
+	}
+
+	// 2. Send (followers and candidates: only now that the state their
+	// messages acknowledge is durable).
+	if !rr.leaderSend && len(rd.Messages) > 0 {
+		r.cfg.Send(r.id, rd.Messages)
+	}
+
+	// 3. Apply.
+	if len(rd.CommittedEntries) > 0 {
+		r.applyLocked(rd.CommittedEntries)
+	}
+	for _, rs := range rd.ReadStates {
+		if len(rs.RequestCtx) != 8 {
+			continue
+		}
+		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		for _, w := range r.mu.readBatch[id] {
+			w.index = rs.Index
+			r.mu.applyWait = append(r.mu.applyWait, w)
+		}
+		delete(r.mu.readBatch, id)
+	}
+	r.resolveReadsLocked()
+
+	// 4. Advance.
+	r.mu.rn.Advance(rd)
+	r.maybeTruncateLocked()
+	r.observeReady(time.Since(rr.start))
+}
+
+func (r *Replica) resolveReadsLocked() {
+	applied := r.applied.Load()
+	kept := r.mu.applyWait[:0]
+	for _, w := range r.mu.applyWait {
+		if w.index <= applied {
+			w.finish(nil)
+		} else {
+			kept = append(kept, w)
+		}
+	}
+	for i := len(kept); i < len(r.mu.applyWait); i++ {
+		r.mu.applyWait[i] = nil
+	}
+	r.mu.applyWait = kept
+}
+
+// maybeTruncateLocked drops applied log entries beyond the threshold. The
+// truncation batch is synced, which makes every earlier (unsynced) apply
+// batch durable first, so entries are only removed once applied durably.
+func (r *Replica) maybeTruncateLocked() {
+	first, _ := r.log.Bounds()
+	applied := r.applied.Load()
+	if applied < first || applied-first+1 <= r.cfg.TruncateThreshold {
+		return
+	}
+	upTo := applied - r.cfg.TruncateKeep
+	b := r.cfg.Engine.NewBatch()
+	hook, err := r.log.StageTruncate(b, upTo)
+	if err != nil || hook == nil {
+		b.Close()
+		return
+	}
+	if err := b.Commit(true); err != nil {
+		panic("replica: truncate: " + err.Error())
+	}
+	hook()
+}
+
+var _ = raftpb.EntryNormal

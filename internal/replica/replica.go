@@ -1,0 +1,323 @@
+package replica
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/raftlog"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// Errors returned by a Replica.
+var (
+	ErrNotLeader  = errors.New("replica: not leader")
+	ErrOverloaded = errors.New("replica: too many pending requests")
+	ErrStopped    = errors.New("replica: stopped")
+)
+
+// NotLeaderError carries the leader hint (0 = unknown). It wraps ErrNotLeader.
+type NotLeaderError struct{ Leader uint64 }
+
+func (e *NotLeaderError) Error() string {
+	return fmt.Sprintf("replica: not leader (leader hint %d)", e.Leader)
+}
+
+// Unwrap makes errors.Is(err, ErrNotLeader) true.
+func (e *NotLeaderError) Unwrap() error { return ErrNotLeader }
+
+// Config of one replica.
+type Config struct {
+	NodeID uint64
+	Desc   shard.Descriptor
+	Engine *storage.Engine
+	// Send transmits messages of this shard to other nodes. It must not
+	// block for long (queue and return).
+	Send func(shardID uint64, msgs []raftpb.Message)
+	// Enqueue asks the scheduler to run Process soon.
+	Enqueue func(shardID uint64)
+	// ElectionTick and HeartbeatTick in ticks. Defaults 10 and 1.
+	ElectionTick, HeartbeatTick int
+	// MaxPending bounds queued proposals plus reads. Default 4096.
+	MaxPending int
+	// TruncateThreshold: truncate the log when more than this many applied
+	// entries are kept. Default 10000.
+	TruncateThreshold uint64
+	// TruncateKeep: entries kept below the applied index after a
+	// truncation, for followers that are a little behind. Default 1000.
+	TruncateKeep uint64
+	// DedupTTL: how long a request id is remembered. Default 2 minutes.
+	DedupTTL time.Duration
+	Logger   *slog.Logger
+	// LeaderApplied, if set, counts the write commands this node applied
+	// while leading their shard (shared by all replicas of a node).
+	LeaderApplied *atomic.Uint64
+}
+
+func (c Config) withDefaults() Config {
+	if c.ElectionTick == 0 {
+		c.ElectionTick = 10
+	}
+	if c.HeartbeatTick == 0 {
+		c.HeartbeatTick = 1
+	}
+	if c.MaxPending == 0 {
+		c.MaxPending = 4096
+	}
+	if c.TruncateThreshold == 0 {
+		c.TruncateThreshold = 10000
+	}
+	if c.TruncateKeep == 0 {
+		c.TruncateKeep = 1000
+	}
+	if c.DedupTTL == 0 {
+		c.DedupTTL = 2 * time.Minute
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Replica is one shard replica.
+type Replica struct {
+	cfg   Config
+	id    uint64 // shard id
+	log   *raftlog.Log
+	start uint64 // data token range
+	end   uint64
+
+	leader atomic.Uint64
+	term   atomic.Uint64
+	// readyNanos is an exponentially weighted mean of how long one Ready
+	// takes to handle (persist, send, apply): the replica's health.
+	readyNanos atomic.Int64
+	applied    atomic.Uint64
+	stopped    atomic.Bool
+
+	in struct {
+		sync.Mutex
+		msgs     []raftpb.Message
+		props    []*proposal
+		reads    []*waiter
+		ticks    int
+		campaign bool
+		reports  []func(*raft.RawNode)
+		pending  int
+	}
+
+	// mu is held by Process; it guards the RawNode and the waiters.
+	mu struct {
+		sync.Mutex
+		rn         *raft.RawNode
+		appliedT   uint64
+		cs         raftpb.ConfState
+		props      map[string][]*proposal
+		readBatch  map[uint64][]*waiter
+		nextRead   uint64
+		applyWait  []*waiter
+		leaderTerm uint64
+	}
+}
+
+// Open opens (bootstrapping if new and bootstrap is set) the replica.
+func Open(cfg Config, bootstrap bool) (*Replica, error) {
+	cfg = cfg.withDefaults()
+	r := &Replica{cfg: cfg, id: cfg.Desc.ID, start: cfg.Desc.Start, end: cfg.Desc.End}
+	ok, err := raftlog.Exists(cfg.Engine, r.id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		if !bootstrap {
+			return nil, fmt.Errorf("replica: shard %d has no state", r.id)
+		}
+		if err := raftlog.Bootstrap(cfg.Engine, r.id, cfg.Desc.Replicas); err != nil {
+			return nil, err
+		}
+	}
+	lg, as, err := raftlog.Open(cfg.Engine, r.id, r.snapshot)
+	if err != nil {
+		return nil, err
+	}
+	r.log = lg
+	rc := &raft.Config{
+		ID:                        cfg.NodeID,
+		ElectionTick:              cfg.ElectionTick,
+		HeartbeatTick:             cfg.HeartbeatTick,
+		Storage:                   lg,
+		Applied:                   as.Index,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		DisableProposalForwarding: true,
+		Logger:                    newRaftLogger(cfg.Logger.With("shard", r.id)),
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
+	}
+	r.mu.rn = rn
+	r.mu.appliedT = as.Term
+	r.mu.cs = as.ConfState
+	r.mu.props = map[string][]*proposal{}
+	r.mu.readBatch = map[uint64][]*waiter{}
+	r.applied.Store(as.Index)
+	r.term.Store(rn.BasicStatus().Term)
+	return r, nil
+}
+
+// ID is the shard id.
+func (r *Replica) ID() uint64 { return r.id }
+
+// Desc is the shard descriptor the replica was opened with.
+func (r *Replica) Desc() shard.Descriptor { return r.cfg.Desc }
+
+// Leader is the last known leader (0 = unknown).
+func (r *Replica) Leader() uint64 { return r.leader.Load() }
+
+// IsLeader reports whether this replica is the leader.
+func (r *Replica) IsLeader() bool { return r.leader.Load() == r.cfg.NodeID }
+
+// Term is the current term.
+func (r *Replica) Term() uint64 { return r.term.Load() }
+
+// Applied is the applied index.
+func (r *Replica) Applied() uint64 { return r.applied.Load() }
+
+// Status returns raft's full status (takes the replica lock).
+func (r *Replica) Status() raft.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.rn.Status()
+}
+
+// Campaign asks this replica to start an election.
+func (r *Replica) Campaign() {
+	r.in.Lock()
+	r.in.campaign = true
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+}
+
+// TransferLeadership asks the leader to hand leadership to node to.
+func (r *Replica) TransferLeadership(to uint64) {
+	r.report(func(rn *raft.RawNode) { rn.TransferLeader(to) })
+}
+
+// Tick advances the logical clock by one tick.
+func (r *Replica) Tick() {
+	r.in.Lock()
+	r.in.ticks++
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+}
+
+// Step delivers a message from another node. Messages beyond a bound are
+// dropped (raft tolerates loss).
+func (r *Replica) Step(m raftpb.Message) {
+	r.in.Lock()
+	if len(r.in.msgs) >= 4*r.cfg.MaxPending {
+		r.in.Unlock()
+		return
+	}
+	r.in.msgs = append(r.in.msgs, m)
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+}
+
+// ReportUnreachable tells raft a message to node could not be sent.
+func (r *Replica) ReportUnreachable(node uint64) {
+	r.report(func(rn *raft.RawNode) { rn.ReportUnreachable(node) })
+}
+
+// ReportSnapshot tells raft how sending a snapshot to node ended.
+func (r *Replica) ReportSnapshot(node uint64, ok bool) {
+	st := raft.SnapshotFinish
+	if !ok {
+		st = raft.SnapshotFailure
+	}
+	r.report(func(rn *raft.RawNode) { rn.ReportSnapshot(node, st) })
+}
+
+func (r *Replica) report(f func(*raft.RawNode)) {
+	r.in.Lock()
+	r.in.reports = append(r.in.reports, f)
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+}
+
+// Stop fails every waiter with ErrStopped; Process does nothing afterwards.
+func (r *Replica) Stop() {
+	r.stopped.Store(true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.failAllLocked(ErrStopped)
+	r.in.Lock()
+	for _, p := range r.in.props {
+		p.finish(Result{}, ErrStopped)
+	}
+	for _, w := range r.in.reads {
+		w.finish(ErrStopped)
+	}
+	r.in.props, r.in.reads = nil, nil
+	r.in.Unlock()
+}
+
+// LogBounds returns the first and last index held in the raft log.
+func (r *Replica) LogBounds() (first, last uint64) { return r.log.Bounds() }
+
+// Hash fingerprints the shard's replicated data (user keys and values)
+// from a consistent engine snapshot, with the applied index it reflects.
+func (r *Replica) Hash() (applied uint64, hash string, err error) {
+	s := r.cfg.Engine.NewSnapshot()
+	defer s.Close()
+	ab, err := s.Get(storage.AppliedKey(r.id))
+	if err != nil {
+		return 0, "", err
+	}
+	as, err := raftlog.UnmarshalAppliedState(ab)
+	if err != nil {
+		return 0, "", err
+	}
+	start, end := storage.DataSpan(r.start, r.end)
+	it, err := s.NewIter(start, end)
+	if err != nil {
+		return 0, "", err
+	}
+	h := sha256.New()
+	var n [8]byte
+	for ok := it.First(); ok; ok = it.Next() {
+		binary.BigEndian.PutUint64(n[:], uint64(len(it.Key())))
+		h.Write(n[:])
+		h.Write(it.Key())
+		binary.BigEndian.PutUint64(n[:], uint64(len(it.Value())))
+		h.Write(n[:])
+		h.Write(it.Value())
+	}
+	if err := it.Close(); err != nil {
+		return 0, "", err
+	}
+	return as.Index, hex.EncodeToString(h.Sum(nil)[:16]), nil
+}
+
+// ReadyLatency is the recent mean time to handle one Ready. A leader whose
+// disk stalls or whose CPU is starved shows it here first.
+func (r *Replica) ReadyLatency() time.Duration { return time.Duration(r.readyNanos.Load()) }
+
+func (r *Replica) observeReady(d time.Duration) {
+	old := r.readyNanos.Load()
+	r.readyNanos.Store(old + (int64(d)-old)/4)
+}

@@ -1,0 +1,185 @@
+package replica
+
+import (
+	"context"
+	"encoding/binary"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Result of an applied write.
+type Result struct {
+	wire.Result
+	// Index is the log index at which the command was applied.
+	Index uint64
+}
+
+type proposal struct {
+	reqID string
+	data  []byte
+	done  chan proposalResult
+}
+
+type proposalResult struct {
+	res Result
+	err error
+}
+
+func (p *proposal) finish(res Result, err error) {
+	select {
+	case p.done <- proposalResult{res, err}:
+	default:
+	}
+}
+
+type waiter struct {
+	index uint64
+	done  chan error
+}
+
+func (w *waiter) finish(err error) {
+	select {
+	case w.done <- err:
+	default:
+	}
+}
+
+// Propose replicates cmd through raft and waits until it is applied,
+// returning its result. Only the leader accepts proposals; others return a
+// *NotLeaderError. The command's RequestID must be set. When ctx ends first
+// the command may still commit later.
+func (r *Replica) Propose(ctx context.Context, cmd *wire.Command) (Result, error) {
+	return r.ProposeEncoded(ctx, cmd.RequestID, cmd.Marshal())
+}
+
+// ProposeEncoded is Propose for a command already encoded (data must be
+// cmd.Marshal() of a command with this request id); it saves a re-encoding
+// on the forwarding path.
+func (r *Replica) ProposeEncoded(ctx context.Context, reqID, data []byte) (Result, error) {
+	if r.stopped.Load() {
+		return Result{}, ErrStopped
+	}
+	if !r.IsLeader() {
+		return Result{}, &NotLeaderError{Leader: r.Leader()}
+	}
+	p := &proposal{reqID: string(reqID), data: data, done: make(chan proposalResult, 1)}
+	r.in.Lock()
+	if r.in.pending >= r.cfg.MaxPending {
+		r.in.Unlock()
+		return Result{}, ErrOverloaded
+	}
+	r.in.pending++
+	r.in.props = append(r.in.props, p)
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+	defer r.release()
+	select {
+	case pr := <-p.done:
+		return pr.res, pr.err
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+}
+
+// ReadIndex confirms leadership with a quorum (batched with concurrent
+// reads into one raft ReadIndex) and waits until the local state machine
+// has applied everything committed before the call; it returns that index.
+// A read of the engine after it returns is linearizable.
+func (r *Replica) ReadIndex(ctx context.Context) (uint64, error) {
+	if r.stopped.Load() {
+		return 0, ErrStopped
+	}
+	if !r.IsLeader() {
+		return 0, &NotLeaderError{Leader: r.Leader()}
+	}
+	w := &waiter{done: make(chan error, 1)}
+	r.in.Lock()
+	if r.in.pending >= r.cfg.MaxPending {
+		r.in.Unlock()
+		return 0, ErrOverloaded
+	}
+	r.in.pending++
+	r.in.reads = append(r.in.reads, w)
+	r.in.Unlock()
+	r.cfg.Enqueue(r.id)
+	defer r.release()
+	select {
+	case err := <-w.done:
+		return w.index, err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+func (r *Replica) release() {
+	r.in.Lock()
+	r.in.pending--
+	r.in.Unlock()
+}
+
+// WaitApplied waits until the replica has applied index.
+func (r *Replica) WaitApplied(ctx context.Context, index uint64) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for r.applied.Load() < index {
+		if r.stopped.Load() {
+			return ErrStopped
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// WaitReplicated waits until at least n replicas (this leader included)
+// have index durably in their logs, as the leader's progress shows.
+func (r *Replica) WaitReplicated(ctx context.Context, index uint64, n int) error {
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		st := r.Status()
+		if st.Lead != r.cfg.NodeID {
+			return &NotLeaderError{Leader: st.Lead}
+		}
+		count := 0
+		for _, pr := range st.Progress {
+			if pr.Match >= index {
+				count++
+			}
+		}
+		if count >= n {
+			return nil
+		}
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// failAllLocked fails every pending proposal and read (leadership lost).
+func (r *Replica) failAllLocked(err error) {
+	for k, ps := range r.mu.props {
+		for _, p := range ps {
+			p.finish(Result{}, err)
+		}
+		delete(r.mu.props, k)
+	}
+	for k, ws := range r.mu.readBatch {
+		for _, w := range ws {
+			w.finish(err)
+		}
+		delete(r.mu.readBatch, k)
+	}
+	for _, w := range r.mu.applyWait {
+		w.finish(err)
+	}
+	r.mu.applyWait = nil
+}
+
+func readCtx(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }

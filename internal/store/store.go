@@ -1,0 +1,367 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/transport"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+)
+
+// Config of a Store.
+type Config struct {
+	NodeID uint64
+	Engine *storage.Engine
+	Map    shard.Map
+	// Workers processing Readies. Default 8: a Ready blocks on fsync, so
+	// more workers than cores keep several shards' syncs in flight.
+	Workers int
+	// TickInterval is one raft tick. Default 100ms.
+	TickInterval time.Duration
+	// ElectionTick and HeartbeatTick in ticks. Defaults 10 and 1.
+	ElectionTick, HeartbeatTick int
+	// BalanceInterval: how often leadership is moved back to preferred
+	// nodes. Default 5s; negative disables.
+	BalanceInterval time.Duration
+	// MaxSnapshots in flight from this node. Default 2.
+	MaxSnapshots int
+	// SickThreshold: a leader whose Readies take longer than this on
+	// average (stalled disk, starved CPU) hands leadership to its most
+	// up-to-date follower. Default 300ms; negative disables.
+	SickThreshold time.Duration
+	// Replica holds per-replica tuning (truncation, pending bounds); its
+	// identity fields are filled by the store.
+	Replica replica.Config
+	Logger  *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.Workers == 0 {
+		c.Workers = 8
+	}
+	if c.TickInterval == 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.BalanceInterval == 0 {
+		c.BalanceInterval = 5 * time.Second
+	}
+	if c.MaxSnapshots == 0 {
+		c.MaxSnapshots = 2
+	}
+	if c.SickThreshold == 0 {
+		c.SickThreshold = 300 * time.Millisecond
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Store is all replicas of one node.
+type Store struct {
+	cfg      Config
+	tr       transport.Transport
+	replicas map[uint64]*replica.Replica
+	sched    *sched
+	snapSem  chan struct{}
+	// moved and refused are owned by the balancer goroutine: when
+	// leadership handed to a preferred node comes straight back, that node
+	// gave it away as sick and is not offered it again for a minute.
+	moved   map[uint64]time.Time
+	refused map[uint64]time.Time
+	// leaderApplied counts writes applied by this node's leader replicas.
+	leaderApplied atomic.Uint64
+	ctx           context.Context
+	cancel        context.CancelFunc
+	wg            sync.WaitGroup
+}
+
+// New opens every local replica of the map. bootstrap allows creating the
+// state of replicas that have none (a new cluster).
+func New(cfg Config, bootstrap bool) (*Store, error) {
+	cfg = cfg.withDefaults()
+	s := &Store{cfg: cfg, replicas: map[uint64]*replica.Replica{}, snapSem: make(chan struct{}, cfg.MaxSnapshots),
+		moved: map[uint64]time.Time{}, refused: map[uint64]time.Time{}}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	var ids []uint64
+	for _, d := range cfg.Map.Shards {
+		if d.HasReplica(cfg.NodeID) {
+			ids = append(ids, d.ID)
+		}
+	}
+	s.sched = newSched(ids)
+	for _, d := range cfg.Map.Shards {
+		if !d.HasReplica(cfg.NodeID) {
+			continue
+		}
+		rc := cfg.Replica
+		rc.NodeID, rc.Desc, rc.Engine = cfg.NodeID, d, cfg.Engine
+		rc.Send, rc.Enqueue = s.send, s.sched.enqueue
+		rc.ElectionTick, rc.HeartbeatTick = cfg.ElectionTick, cfg.HeartbeatTick
+		rc.Logger = cfg.Logger
+		rc.LeaderApplied = &s.leaderApplied
+		r, err := replica.Open(rc, bootstrap)
+		if err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		s.replicas[d.ID] = r
+	}
+	return s, nil
+}
+
+// SetTransport must be called before Start.
+func (s *Store) SetTransport(t transport.Transport) { s.tr = t }
+
+// Start starts the workers, the ticker and the balancer. With campaign,
+// every replica whose node is its shard's preferred leader campaigns at
+// once (a freshly bootstrapped cluster elects its leaders without waiting
+// for an election timeout).
+func (s *Store) Start(campaign bool) {
+	for i := 0; i < s.cfg.Workers; i++ {
+		s.goFunc(s.worker)
+	}
+	s.goFunc(s.ticker)
+	if s.cfg.BalanceInterval > 0 {
+		s.goFunc(s.balancer)
+	}
+	if s.cfg.SickThreshold > 0 {
+		s.goFunc(s.health)
+	}
+	if campaign {
+		for _, r := range s.replicas {
+			if d := r.Desc(); len(d.Replicas) > 0 && d.Replicas[0] == s.cfg.NodeID {
+				r.Campaign()
+			}
+		}
+	}
+}
+
+func (s *Store) goFunc(f func()) {
+	s.wg.Add(1)
+	go func() { defer s.wg.Done(); f() }()
+}
+
+// Stop stops every goroutine and fails pending requests.
+func (s *Store) Stop() {
+	s.cancel()
+	s.wg.Wait()
+	for _, r := range s.replicas {
+		r.Stop()
+	}
+}
+
+// LeaderApplied is the number of writes applied by this node while it led
+// their shard: with the engine's fsync count, the writes per fsync.
+func (s *Store) LeaderApplied() uint64 { return s.leaderApplied.Load() }
+
+// Replica returns the local replica of a shard, or nil.
+func (s *Store) Replica(id uint64) *replica.Replica { return s.replicas[id] }
+
+// Replicas returns every local replica.
+func (s *Store) Replicas() map[uint64]*replica.Replica { return s.replicas }
+
+// NodeID is the local node's id.
+func (s *Store) NodeID() uint64 { return s.cfg.NodeID }
+
+// worker runs the Ready contract for one shard at a time, each on its own
+// batch: Pebble merges the fsyncs of concurrent workers. (Grouping several
+// shards' Readies into one batch per round was measured and not kept: no
+// throughput gain on this CPU-bound machine, and a stalled disk then held
+// every shard of the round; see docs/performance.md.)
+func (s *Store) worker() {
+	for {
+		select {
+		case id := <-s.sched.queue:
+			s.sched.begin(id)
+			s.replicas[id].Process()
+			s.sched.done(id)
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+func (s *Store) ticker() {
+	t := time.NewTicker(s.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			for _, r := range s.replicas {
+				r.Tick()
+			}
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// HandleRaft routes incoming messages to their replicas.
+func (s *Store) HandleRaft(envs []transport.Envelope) {
+	for i := range envs {
+		if r := s.replicas[envs[i].ShardID]; r != nil {
+			r.Step(envs[i].Msg)
+		}
+	}
+}
+
+// send is every replica's Config.Send: it groups messages by destination;
+// snapshots go on their own bounded path.
+func (s *Store) send(shardID uint64, msgs []raftpb.Message) {
+	if s.tr == nil {
+		return
+	}
+	var byPeer map[uint64][]transport.Envelope
+	for _, m := range msgs {
+		if m.Type == raftpb.MsgSnap {
+			s.sendSnapshot(shardID, m)
+			continue
+		}
+		if byPeer == nil {
+			byPeer = map[uint64][]transport.Envelope{}
+		}
+		byPeer[m.To] = append(byPeer[m.To], transport.Envelope{ShardID: shardID, Msg: m})
+	}
+	for to, envs := range byPeer {
+		s.tr.Send(to, envs)
+	}
+}
+
+func (s *Store) sendSnapshot(shardID uint64, m raftpb.Message) {
+	r := s.replicas[shardID]
+	select {
+	case s.snapSem <- struct{}{}:
+	default:
+		r.ReportSnapshot(m.To, false)
+		return
+	}
+	s.goFunc(func() {
+		defer func() { <-s.snapSem }()
+		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
+		defer cancel()
+		err := s.tr.SendSnapshot(ctx, m.To, transport.Envelope{ShardID: shardID, Msg: m})
+		if err != nil {
+			s.cfg.Logger.Warn("snapshot send failed", "shard", shardID, "to", m.To, "err", err)
+		} else {
+			s.cfg.Logger.Info("snapshot sent", "shard", shardID, "to", m.To,
+				"index", m.Snapshot.Metadata.Index, "bytes", len(m.Snapshot.Data))
+		}
+		r.ReportSnapshot(m.To, err == nil)
+	})
+}
+
+// Unreachable is the transport's callback for lost messages.
+func (s *Store) Unreachable(to uint64, shardIDs []uint64) {
+	seen := map[uint64]bool{}
+	for _, id := range shardIDs {
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
+		if r := s.replicas[id]; r != nil {
+			r.ReportUnreachable(to)
+		}
+	}
+}
+
+// balancer moves leadership back to each shard's preferred node once that
+// node's replica is active and fully caught up, so leaders stay spread.
+func (s *Store) balancer() {
+	t := time.NewTicker(s.cfg.BalanceInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+		now := time.Now()
+		for _, r := range s.replicas {
+			d := r.Desc()
+			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID {
+				continue
+			}
+			if t, ok := s.moved[d.ID]; ok && now.Sub(t) < time.Minute {
+				// We handed it over and it came back within a minute.
+				s.refused[d.ID] = now.Add(time.Minute)
+				delete(s.moved, d.ID)
+			}
+			if now.Before(s.refused[d.ID]) {
+				continue
+			}
+			st := r.Status()
+			pr, ok := st.Progress[d.Replicas[0]]
+			if !ok || !pr.RecentActive || pr.State != tracker.StateReplicate || pr.Match < st.Commit {
+				continue
+			}
+			if s.tr != nil && !s.tr.Reachable(d.Replicas[0]) {
+				continue
+			}
+			s.cfg.Logger.Info("moving leadership to preferred node", "shard", d.ID, "to", d.Replicas[0])
+			r.TransferLeadership(d.Replicas[0])
+			s.moved[d.ID] = now
+		}
+	}
+}
+
+// health hands leadership away from this node's replicas when the node is
+// sick, to the follower that is most up to date, so a sick node does not
+// keep its shards' throughput down while the fault lasts. Sick means either
+// a replica's Readies have become slow (a stalled disk) or the node itself
+// is starved of CPU: a sleep of a random 50–150 ms (random, so it cannot
+// alias with a CPU quota's period) overruns by over 20 ms in at least 3 of
+// the last 10 rounds.
+func (s *Store) health() {
+	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
+	var late [10]bool
+	for n := 0; ; n++ {
+		d := 50*time.Millisecond + time.Duration(rng.Int63n(int64(100*time.Millisecond)))
+		start := time.Now()
+		select {
+		case <-time.After(d):
+		case <-s.ctx.Done():
+			return
+		}
+		late[n%len(late)] = time.Since(start)-d > 20*time.Millisecond
+		lateCount := 0
+		for _, l := range late {
+			if l {
+				lateCount++
+			}
+		}
+		starved := n >= len(late) && lateCount >= 3
+		for _, r := range s.replicas {
+			if !r.IsLeader() || (!starved && r.ReadyLatency() < s.cfg.SickThreshold) {
+				continue
+			}
+			st := r.Status()
+			var best, bestMatch uint64
+			for id, pr := range st.Progress {
+				if id == s.cfg.NodeID || !pr.RecentActive || pr.State != tracker.StateReplicate {
+					continue
+				}
+				if s.tr != nil && !s.tr.Reachable(id) {
+					continue
+				}
+				if pr.Match >= bestMatch {
+					best, bestMatch = id, pr.Match
+				}
+			}
+			if best == 0 {
+				continue
+			}
+			s.cfg.Logger.Warn("node is sick: handing leadership over", "shard", r.ID(), "starved", starved,
+				"late_ticks", lateCount, "ready_latency", r.ReadyLatency().Round(time.Millisecond), "to", best)
+			r.TransferLeadership(best)
+		}
+	}
+}
