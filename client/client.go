@@ -1,0 +1,244 @@
+// Package client is a Go client of Cairn's v1 HTTP API. It spreads requests
+// over the nodes it is given, and retries through failover: every write
+// carries a request id (Cairn-Request-Id) that stays the same across its
+// retries, so a write retried after a leader change is applied at most once
+// and a compare-and-set that succeeded is not re-run and reported as failed.
+//
+// A Client is safe for concurrent use.
+package client
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// Errors; *Error wraps them so errors.Is works.
+var (
+	ErrNotFound           = errors.New("cairn: not found")
+	ErrPreconditionFailed = errors.New("cairn: precondition failed")
+	ErrTimeout            = errors.New("cairn: timeout") // outcome unknown for writes
+	ErrOverloaded         = errors.New("cairn: overloaded")
+	ErrBadRequest         = errors.New("cairn: bad request")
+)
+
+// Error is an error answer of a node.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	kind    error
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("cairn: %d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// Unwrap returns the sentinel the status maps to.
+func (e *Error) Unwrap() error { return e.kind }
+
+// Options of a Client.
+type Options struct {
+	// Timeout of one operation including its retries. Default 5s.
+	Timeout time.Duration
+	// HTTP is the client used; default one with keep-alive sized for 256
+	// concurrent requests per node.
+	HTTP *http.Client
+	// NoRetry disables retries (for tools that record every attempt).
+	NoRetry bool
+	// AttemptTimeout bounds one attempt on one node, so a node that hangs
+	// (paused, partitioned) costs at most this before the next node is
+	// tried. Default Timeout/3, at least 500ms.
+	AttemptTimeout time.Duration
+}
+
+// Client talks to a Cairn cluster.
+type Client struct {
+	eps  []string
+	opts Options
+	// cur is the node in use: the client stays on it until an attempt
+	// there fails, then moves to the next.
+	cur atomic.Uint64
+}
+
+// New returns a client of the nodes at endpoints (base URLs).
+func New(endpoints []string, opts Options) (*Client, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("cairn: no endpoints")
+	}
+	c := &Client{opts: opts}
+	for _, e := range endpoints {
+		e = strings.TrimRight(strings.TrimSpace(e), "/")
+		if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+			e = "http://" + e
+		}
+		c.eps = append(c.eps, e)
+	}
+	if c.opts.Timeout == 0 {
+		c.opts.Timeout = 5 * time.Second
+	}
+	if c.opts.AttemptTimeout == 0 {
+		c.opts.AttemptTimeout = max(c.opts.Timeout/3, 500*time.Millisecond)
+	}
+	if c.opts.HTTP == nil {
+		c.opts.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
+	}
+	return c, nil
+}
+
+// Versioned is a value and its version (the ETag).
+type Versioned struct {
+	Value   []byte
+	Version uint64
+}
+
+// Get reads key linearizably (serializable: from one replica, maybe stale).
+func (c *Client) Get(ctx context.Context, key []byte, serializable bool) (Versioned, error) {
+	q := ""
+	if serializable {
+		q = "?consistency=serializable"
+	}
+	var out Versioned
+	err := c.do(ctx, http.MethodGet, key, q, nil, nil, func(resp *http.Response, body []byte) {
+		out = Versioned{Value: body, Version: etag(resp)}
+	})
+	return out, err
+}
+
+// PutOptions condition a write.
+type PutOptions struct {
+	IfVersion uint64 // write only if the current version is this (If-Match)
+	IfAbsent  bool   // write only if the key does not exist
+}
+
+// Put writes key=value and returns the new version.
+func (c *Client) Put(ctx context.Context, key, value []byte, o PutOptions) (uint64, error) {
+	h := http.Header{}
+	if o.IfVersion != 0 {
+		h.Set("If-Match", strconv.Quote(strconv.FormatUint(o.IfVersion, 10)))
+	}
+	if o.IfAbsent {
+		h.Set("If-None-Match", "*")
+	}
+	var v uint64
+	err := c.do(ctx, http.MethodPut, key, "", value, h, func(resp *http.Response, _ []byte) { v = etag(resp) })
+	return v, err
+}
+
+// Delete removes key (ErrNotFound if absent).
+func (c *Client) Delete(ctx context.Context, key []byte, ifVersion uint64) error {
+	h := http.Header{}
+	if ifVersion != 0 {
+		h.Set("If-Match", strconv.Quote(strconv.FormatUint(ifVersion, 10)))
+	}
+	return c.do(ctx, http.MethodDelete, key, "", nil, h, nil)
+}
+
+func etag(resp *http.Response) uint64 {
+	v, _ := strconv.ParseUint(strings.Trim(resp.Header.Get("ETag"), `"`), 10, 64)
+	return v
+}
+
+// do runs one operation: on a connection error, a 503 or a 504 timeout it
+// retries on the next node with jittered backoff until the deadline.
+func (c *Client) do(ctx context.Context, method string, key []byte, query string, body []byte, h http.Header, ok func(*http.Response, []byte)) error {
+	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	defer cancel()
+	if h == nil {
+		h = http.Header{}
+	}
+	if method != http.MethodGet {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		h.Set("Cairn-Request-Id", hex.EncodeToString(id))
+	}
+	backoff := 10 * time.Millisecond
+	var last error = ErrTimeout
+	for {
+		idx := c.cur.Load()
+		ep := c.eps[idx%uint64(len(c.eps))]
+		actx, acancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
+		err := c.once(actx, ep, method, key, query, body, h, ok)
+		acancel()
+		if err == nil {
+			return nil
+		}
+		if !retryable(err) || c.opts.NoRetry {
+			return err
+		}
+		last = err
+		c.cur.CompareAndSwap(idx, idx+1) // move on from the failing node
+		select {
+		case <-ctx.Done():
+			if errors.Is(last, ErrTimeout) {
+				return last
+			}
+			return fmt.Errorf("%w: %v", ErrTimeout, last)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+func retryable(err error) bool {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status == http.StatusServiceUnavailable || (e.Status == http.StatusGatewayTimeout && e.Code == "timeout")
+	}
+	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPreconditionFailed)
+}
+
+func (c *Client) once(ctx context.Context, ep, method string, key []byte, query string, body []byte, h http.Header, ok func(*http.Response, []byte)) error {
+	u := ep + "/v1/kv/" + url.PathEscape(string(key)) + query
+	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	resp, err := c.opts.HTTP.Do(req)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	if resp.StatusCode < 300 {
+		if ok != nil {
+			ok(resp, data)
+		}
+		return nil
+	}
+	e := &Error{Status: resp.StatusCode}
+	var body2 struct{ Error, Message string }
+	if json.Unmarshal(data, &body2) == nil {
+		e.Code, e.Message = body2.Error, body2.Message
+	}
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		e.kind = ErrNotFound
+	case http.StatusPreconditionFailed:
+		e.kind = ErrPreconditionFailed
+	case http.StatusServiceUnavailable:
+		e.kind = ErrOverloaded
+	case http.StatusGatewayTimeout:
+		e.kind = ErrTimeout
+	default:
+		e.kind = ErrBadRequest
+	}
+	return e
+}

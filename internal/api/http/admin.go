@@ -1,0 +1,80 @@
+package httpapi
+
+import (
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// Hasher is implemented by backends that can fingerprint their replicas.
+type Hasher interface {
+	ShardHashes() ([]kv.ShardHash, error)
+}
+
+// FaultInjector is the node's fault hook; it exists only when the node was
+// started with fault injection enabled (Config.Faults).
+type FaultInjector interface {
+	// Partition drops everything exchanged with the listed nodes (nil heals).
+	Partition(nodes []uint64)
+	// DiskStall delays every storage commit by d (0 heals).
+	DiskStall(d time.Duration)
+}
+
+// adminHashes serves GET /v1/admin/hashes.
+func (a *api) adminHashes(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	h, ok := a.b.(Hasher)
+	if !ok {
+		writeError(w, http.StatusNotFound, "not_found", "this node cannot hash its replicas")
+		return
+	}
+	hs, err := h.ShardHashes()
+	if err != nil {
+		writeBackendError(w, a.cfg.Logger, err)
+		return
+	}
+	writeJSON(w, hs)
+}
+
+// adminFault serves POST /v1/admin/fault?partition=2,3&disk-stall=1s.
+func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		methodNotAllowed(w, "POST")
+		return
+	}
+	if a.cfg.Faults == nil {
+		writeError(w, http.StatusForbidden, "forbidden", "fault injection is disabled; start the node with --fault-injection")
+		return
+	}
+	q := r.URL.Query()
+	if _, ok := q["partition"]; ok {
+		var nodes []uint64
+		for _, s := range strings.Split(q.Get("partition"), ",") {
+			if s = strings.TrimSpace(s); s == "" {
+				continue
+			}
+			n, err := strconv.ParseUint(s, 10, 64)
+			if err != nil || n == 0 {
+				badRequest(w, "partition: want a comma-separated list of node ids")
+				return
+			}
+			nodes = append(nodes, n)
+		}
+		a.cfg.Faults.Partition(nodes)
+	}
+	if _, ok := q["disk-stall"]; ok {
+		d, err := time.ParseDuration(q.Get("disk-stall"))
+		if err != nil || d < 0 || d > time.Minute {
+			badRequest(w, "disk-stall: want a duration between 0 and 1m")
+			return
+		}
+		a.cfg.Faults.DiskStall(d)
+	}
+	writeJSON(w, map[string]string{"status": "ok"})
+}

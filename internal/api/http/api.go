@@ -1,0 +1,140 @@
+package httpapi
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Backend is what the API needs from the coordinator.
+type Backend interface {
+	Get(ctx context.Context, key []byte, opts kv.ReadOptions) (kv.Value, error)
+	Put(ctx context.Context, key, value []byte, opts kv.WriteOptions) (version uint64, created bool, err error)
+	Delete(ctx context.Context, key []byte, opts kv.WriteOptions) (version uint64, err error)
+	Status() kv.NodeStatus
+	Cluster(ctx context.Context) kv.ClusterInfo
+	ReplicationFactor() int
+}
+
+// Config of the HTTP API.
+type Config struct {
+	// MaxKeySize in bytes; longer keys get 400. Default 4096.
+	MaxKeySize int
+	// MaxValueSize in bytes; larger bodies get 413. Default 8 MiB.
+	MaxValueSize int
+	// RequestTimeout is each request's deadline (504 after). Default 5s.
+	RequestTimeout time.Duration
+	// MaxInflight bounds data requests in flight (503 beyond). Default 4096.
+	MaxInflight int
+	Logger      *slog.Logger
+	// Registerer and Gatherer serve /metrics; nil makes a private registry.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Faults enables POST /v1/admin/fault; nil (the default) answers 403.
+	Faults FaultInjector
+}
+
+func (c Config) withDefaults() Config {
+	if c.MaxKeySize <= 0 {
+		c.MaxKeySize = 4096
+	}
+	if c.MaxValueSize <= 0 {
+		c.MaxValueSize = 8 << 20
+	}
+	if c.RequestTimeout <= 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.MaxInflight <= 0 {
+		c.MaxInflight = 4096
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Registerer == nil || c.Gatherer == nil {
+		reg := prometheus.NewRegistry()
+		c.Registerer, c.Gatherer = reg, reg
+	}
+	return c
+}
+
+type api struct {
+	b   Backend
+	cfg Config
+	sem chan struct{}
+	m   *metrics
+}
+
+// New returns the API handler.
+func New(b Backend, cfg Config) http.Handler {
+	cfg = cfg.withDefaults()
+	a := &api{b: b, cfg: cfg, sem: make(chan struct{}, cfg.MaxInflight), m: newMetrics(cfg.Registerer)}
+	mux := http.NewServeMux()
+	mux.Handle("/v0/status", a.wrap("v0_status", false, a.v0Status))
+	mux.Handle("/v0/entity", a.wrap("v0_entity", true, a.v0Entity))
+	mux.Handle("/v1/kv/", a.wrap("v1_kv", true, a.v1KV))
+	mux.Handle("/v1/status", a.wrap("v1_status", false, a.v1Status))
+	mux.Handle("/v1/cluster", a.wrap("v1_cluster", false, a.v1Cluster))
+	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
+	mux.Handle("/v1/admin/fault", a.wrap("admin", false, a.adminFault))
+	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
+	})
+	return mux
+}
+
+// statusWriter records the status code for metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+// wrap adds the deadline, the in-flight bound (limited routes) and metrics.
+func (a *api) wrap(route string, limited bool, h func(http.ResponseWriter, *http.Request)) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			a.m.observe(route, r.Method, sw.code, time.Since(start))
+		}()
+		if limited {
+			select {
+			case a.sem <- struct{}{}:
+				a.m.inflight.Inc()
+				defer func() { <-a.sem; a.m.inflight.Dec() }()
+			default:
+				sw.Header().Set("Retry-After", "1")
+				writeError(sw, http.StatusServiceUnavailable, "overloaded", "too many requests in flight")
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+		defer cancel()
+		h(sw, r.WithContext(ctx))
+	})
+}

@@ -1,0 +1,284 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+type resp struct {
+	code int
+	h    http.Header
+	body string
+}
+
+func do(t *testing.T, h http.Handler, method, target string, body io.Reader, hdr map[string]string) resp {
+	t.Helper()
+	req := httptest.NewRequest(method, target, body)
+	for k, v := range hdr {
+		req.Header.Set(k, v)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	return resp{w.Code, w.Header(), w.Body.String()}
+}
+
+// errCode checks a JSON error body and returns its code.
+func errCode(t *testing.T, r resp) string {
+	t.Helper()
+	var e struct{ Error, Message string }
+	if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error == "" || e.Message == "" {
+		t.Fatalf("status %d: error body %q is not {error, message} JSON (%v)", r.code, r.body, err)
+	}
+	if ct := r.h.Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("error content type %q", ct)
+	}
+	return e.Error
+}
+
+func TestV0EntityCRUD(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{})
+	if r := do(t, h, "GET", "/v0/status", nil, nil); r.code != 200 {
+		t.Fatalf("status: %d", r.code)
+	}
+	if r := do(t, h, "PUT", "/v0/entity?id=a", strings.NewReader("value-a"), nil); r.code != 201 {
+		t.Fatalf("put: %d %s", r.code, r.body)
+	}
+	if f.lastW.Ack != 0 || f.lastW.From != 0 {
+		t.Fatalf("default replicas passed as %d/%d, want 0/0 (backend default)", f.lastW.Ack, f.lastW.From)
+	}
+	r := do(t, h, "GET", "/v0/entity?id=a", nil, nil)
+	if r.code != 200 || r.body != "value-a" {
+		t.Fatalf("get: %d %q", r.code, r.body)
+	}
+	if r := do(t, h, "GET", "/v0/entity?id=a&replicas=1/3", nil, nil); r.code != 200 || f.lastR.Ack != 1 || f.lastR.From != 3 {
+		t.Fatalf("get 1/3: %d, backend saw %d/%d", r.code, f.lastR.Ack, f.lastR.From)
+	}
+	if r := do(t, h, "DELETE", "/v0/entity?id=a&replicas=3/3", nil, nil); r.code != 202 || f.lastW.Ack != 3 {
+		t.Fatalf("delete: %d ack %d", r.code, f.lastW.Ack)
+	}
+	if r := do(t, h, "GET", "/v0/entity?id=a", nil, nil); r.code != 404 || errCode(t, r) != "not_found" {
+		t.Fatalf("get after delete: %d", r.code)
+	}
+	// Deleting an absent entity is still 202 on v0.
+	if r := do(t, h, "DELETE", "/v0/entity?id=never", nil, nil); r.code != 202 {
+		t.Fatalf("delete absent: %d", r.code)
+	}
+}
+
+func TestV0BadInputChangesNothing(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{MaxKeySize: 16})
+	do(t, h, "PUT", "/v0/entity?id=k", strings.NewReader("orig"), nil)
+	before := f.writeCount()
+	bad := []string{
+		"/v0/entity", "/v0/entity?id=", "/v0/entity?id=k&replicas=0/3", "/v0/entity?id=k&replicas=4/3",
+		"/v0/entity?id=k&replicas=3/2", "/v0/entity?id=k&replicas=a/b", "/v0/entity?id=k&replicas=2",
+		"/v0/entity?id=k&replicas=/3", "/v0/entity?id=k&replicas=1/", "/v0/entity?id=k&replicas=1/3/3",
+		"/v0/entity?id=k&replicas=-1/3", "/v0/entity?id=k&replicas=99999999999999999999/3",
+		"/v0/entity?id=k&replicas=", "/v0/entity?id=" + strings.Repeat("x", 17),
+	}
+	for _, target := range bad {
+		for _, m := range []string{"PUT", "GET", "DELETE"} {
+			r := do(t, h, m, target, strings.NewReader("changed"), nil)
+			if r.code != 400 || errCode(t, r) != "bad_request" {
+				t.Fatalf("%s %s: %d %s", m, target, r.code, r.body)
+			}
+		}
+	}
+	if f.writeCount() != before {
+		t.Fatal("a rejected request wrote")
+	}
+	if r := do(t, h, "GET", "/v0/entity?id=k", nil, nil); r.body != "orig" {
+		t.Fatalf("value changed to %q", r.body)
+	}
+	r := do(t, h, "PATCH", "/v0/entity?id=k", nil, nil)
+	if r.code != 405 || r.h.Get("Allow") == "" || errCode(t, r) != "method_not_allowed" {
+		t.Fatalf("PATCH: %d allow=%q", r.code, r.h.Get("Allow"))
+	}
+}
+
+func TestValueLimit(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{MaxValueSize: 10})
+	if r := do(t, h, "PUT", "/v1/kv/k", strings.NewReader(strings.Repeat("x", 10)), nil); r.code != 201 {
+		t.Fatalf("value at the limit: %d", r.code)
+	}
+	r := do(t, h, "PUT", "/v1/kv/k", strings.NewReader(strings.Repeat("x", 11)), nil)
+	if r.code != 413 || errCode(t, r) != "value_too_large" {
+		t.Fatalf("with Content-Length: %d", r.code)
+	}
+	// Chunked (no Content-Length): the limit is enforced while reading.
+	req := httptest.NewRequest("PUT", "/v0/entity?id=k", io.MultiReader(strings.NewReader(strings.Repeat("y", 50))))
+	req.ContentLength = -1
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 413 {
+		t.Fatalf("chunked: %d", w.Code)
+	}
+	if f.writeCount() != 1 {
+		t.Fatalf("oversize values were written (%d writes)", f.writeCount())
+	}
+}
+
+func TestV1ConditionalAndETag(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{})
+	r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("1"), map[string]string{"If-None-Match": "*"})
+	if r.code != 201 || r.h.Get("ETag") == "" {
+		t.Fatalf("create: %d etag %q", r.code, r.h.Get("ETag"))
+	}
+	if _, ok := f.data["a/b"]; !ok {
+		t.Fatal("escaped slash not kept inside the key")
+	}
+	etag := r.h.Get("ETag")
+	if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("2"), map[string]string{"If-None-Match": "*"}); r.code != 412 || errCode(t, r) != "precondition_failed" {
+		t.Fatalf("second create: %d", r.code)
+	}
+	if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("2"), map[string]string{"If-Match": `"999"`}); r.code != 412 {
+		t.Fatalf("stale If-Match: %d", r.code)
+	}
+	r = do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("2"), map[string]string{"If-Match": etag})
+	if r.code != 200 || r.h.Get("ETag") == etag {
+		t.Fatalf("matching If-Match: %d etag %q", r.code, r.h.Get("ETag"))
+	}
+	r = do(t, h, "GET", "/v1/kv/a%2Fb", nil, nil)
+	if r.code != 200 || r.body != "2" || r.h.Get("ETag") == "" {
+		t.Fatalf("get: %d %q", r.code, r.body)
+	}
+	hr := do(t, h, "HEAD", "/v1/kv/a%2Fb", nil, nil)
+	if hr.code != 200 || hr.body != "" || hr.h.Get("ETag") != r.h.Get("ETag") || hr.h.Get("Content-Length") != "1" {
+		t.Fatalf("head: %d body %q etag %q len %q", hr.code, hr.body, hr.h.Get("ETag"), hr.h.Get("Content-Length"))
+	}
+	for _, bad := range []map[string]string{
+		{"If-Match": "W/\"1\""}, {"If-Match": "abc"}, {"If-None-Match": "\"3\""},
+		{"If-Match": "\"1\"", "If-None-Match": "*"}, {"Cairn-Request-Id": strings.Repeat("i", 33)},
+	} {
+		if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("3"), bad); r.code != 400 {
+			t.Fatalf("headers %v: %d", bad, r.code)
+		}
+	}
+	if r := do(t, h, "PUT", "/v1/kv/x", strings.NewReader("3"), map[string]string{"Cairn-Request-Id": "abc"}); r.code != 201 || string(f.lastW.RequestID) != "abc" {
+		t.Fatalf("request id not passed: %d %q", r.code, f.lastW.RequestID)
+	}
+	if r := do(t, h, "DELETE", "/v1/kv/a%2Fb", nil, map[string]string{"If-Match": `"1"`}); r.code != 412 {
+		t.Fatalf("conditional delete: %d", r.code)
+	}
+	if r := do(t, h, "DELETE", "/v1/kv/a%2Fb", nil, nil); r.code != 204 {
+		t.Fatalf("delete: %d", r.code)
+	}
+	if r := do(t, h, "DELETE", "/v1/kv/a%2Fb", nil, nil); r.code != 404 {
+		t.Fatalf("delete absent: %d", r.code)
+	}
+	if r := do(t, h, "GET", "/v1/kv/", nil, nil); r.code != 400 {
+		t.Fatalf("empty key: %d", r.code)
+	}
+	if r := do(t, h, "POST", "/v1/kv/k", nil, nil); r.code != 405 {
+		t.Fatalf("POST: %d", r.code)
+	}
+}
+
+func TestConsistencyParameter(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{})
+	do(t, h, "PUT", "/v1/kv/k", strings.NewReader("v"), nil)
+	if r := do(t, h, "GET", "/v1/kv/k?consistency=serializable", nil, nil); r.code != 200 || f.lastR.Consistency != kv.Serializable {
+		t.Fatalf("serializable: %d %v", r.code, f.lastR.Consistency)
+	}
+	if r := do(t, h, "GET", "/v1/kv/k?consistency=linearizable", nil, nil); r.code != 200 || f.lastR.Consistency != kv.Linearizable {
+		t.Fatalf("linearizable: %d", r.code)
+	}
+	if r := do(t, h, "GET", "/v1/kv/k?consistency=bogus", nil, nil); r.code != 400 {
+		t.Fatalf("bogus: %d", r.code)
+	}
+}
+
+func TestBackendErrorsMapToStatus(t *testing.T) {
+	cases := []struct {
+		err  error
+		code int
+		name string
+	}{
+		{kv.ErrTimeout, 504, "timeout"}, {kv.ErrAckTimeout, 504, "ack_timeout"},
+		{kv.ErrOverloaded, 503, "overloaded"}, {kv.ErrStopped, 503, "stopping"},
+		{kv.ErrInvalidArgument, 400, "bad_request"}, {io.ErrUnexpectedEOF, 500, "internal"},
+	}
+	for _, c := range cases {
+		f := newFake()
+		f.err = c.err
+		h := New(f, Config{})
+		r := do(t, h, "PUT", "/v0/entity?id=k", strings.NewReader("v"), nil)
+		if r.code != c.code || errCode(t, r) != c.name {
+			t.Fatalf("%v: %d %s", c.err, r.code, r.body)
+		}
+		if c.code == 503 && r.h.Get("Retry-After") == "" {
+			t.Fatalf("%v: no Retry-After", c.err)
+		}
+	}
+}
+
+func TestInflightLimit(t *testing.T) {
+	f := newFake()
+	f.block = make(chan struct{})
+	f.entered = make(chan struct{}, 4)
+	h := New(f, Config{MaxInflight: 2, RequestTimeout: 10 * time.Second})
+	done := make(chan int, 2)
+	for i := 0; i < 2; i++ {
+		go func() { done <- do(t, h, "GET", "/v0/entity?id=k", nil, nil).code }()
+	}
+	<-f.entered
+	<-f.entered
+	r := do(t, h, "GET", "/v0/entity?id=k", nil, nil)
+	if r.code != 503 || r.h.Get("Retry-After") == "" || errCode(t, r) != "overloaded" {
+		t.Fatalf("third request while two are in flight: %d", r.code)
+	}
+	// Status stays available while data requests are saturated.
+	if r := do(t, h, "GET", "/v1/status", nil, nil); r.code != 200 {
+		t.Fatalf("status while saturated: %d", r.code)
+	}
+	close(f.block)
+	<-done
+	<-done
+	if r := do(t, h, "PUT", "/v0/entity?id=k", strings.NewReader("v"), nil); r.code != 201 {
+		t.Fatalf("after the load drained: %d", r.code)
+	}
+}
+
+func TestDeadlineGives504(t *testing.T) {
+	f := newFake()
+	f.block = make(chan struct{}) // never released: the request deadline ends the wait
+	h := New(f, Config{RequestTimeout: 50 * time.Millisecond})
+	if r := do(t, h, "GET", "/v1/kv/k", nil, nil); r.code != 504 || errCode(t, r) != "timeout" {
+		t.Fatalf("blocked backend: %d %s", r.code, r.body)
+	}
+}
+
+func TestStatusClusterMetrics(t *testing.T) {
+	h := New(newFake(), Config{})
+	r := do(t, h, "GET", "/v1/status", nil, nil)
+	var st kv.NodeStatus
+	if r.code != 200 || json.Unmarshal([]byte(r.body), &st) != nil || st.NodeID != 7 {
+		t.Fatalf("status: %d %s", r.code, r.body)
+	}
+	if r := do(t, h, "GET", "/v1/cluster", nil, nil); r.code != 200 || !strings.Contains(r.body, `"node_id": 7`) {
+		t.Fatalf("cluster: %d %s", r.code, r.body)
+	}
+	do(t, h, "GET", "/v0/entity?id=x", nil, nil)
+	r = do(t, h, "GET", "/metrics", nil, nil)
+	if r.code != 200 || !strings.Contains(r.body, `cairn_http_requests_total{code="404",method="GET",route="v0_entity"} 1`) {
+		t.Fatalf("metrics: %d\n%s", r.code, r.body)
+	}
+	if r := do(t, h, "GET", "/debug/pprof/", nil, nil); r.code != 200 {
+		t.Fatalf("pprof: %d", r.code)
+	}
+	if r := do(t, h, "GET", "/nope", nil, nil); r.code != 404 || errCode(t, r) != "not_found" {
+		t.Fatalf("unknown path: %d", r.code)
+	}
+}

@@ -1,0 +1,54 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Del("ETag")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(errorBody{Error: code, Message: msg})
+}
+
+func badRequest(w http.ResponseWriter, msg string) {
+	writeError(w, http.StatusBadRequest, "bad_request", msg)
+}
+
+// writeBackendError maps a coordinator error to a status code.
+func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		writeError(w, http.StatusNotFound, "not_found", "key not found")
+	case errors.Is(err, kv.ErrPreconditionFailed):
+		writeError(w, http.StatusPreconditionFailed, "precondition_failed", "the condition on the current version did not hold; nothing was written")
+	case errors.Is(err, kv.ErrAckTimeout):
+		writeError(w, http.StatusGatewayTimeout, "ack_timeout", err.Error())
+	case errors.Is(err, kv.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		writeError(w, http.StatusGatewayTimeout, "timeout", "the request deadline passed before the operation completed (a write may still commit)")
+	case errors.Is(err, kv.ErrOverloaded):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())
+	case errors.Is(err, kv.ErrStopped):
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "stopping", err.Error())
+	case errors.Is(err, kv.ErrInvalidArgument):
+		badRequest(w, err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, 499, "canceled", "the client went away")
+	default:
+		log.Error("internal error", "err", err)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error())
+	}
+}

@@ -1,0 +1,198 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+func (a *api) v0Status(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		methodNotAllowed(w, "GET, HEAD")
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain")
+	_, _ = w.Write([]byte("OK"))
+}
+
+func methodNotAllowed(w http.ResponseWriter, allow string) {
+	w.Header().Set("Allow", allow)
+	writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "method not allowed; allowed: "+allow)
+}
+
+func (a *api) v0Entity(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodPut, http.MethodDelete:
+	default:
+		methodNotAllowed(w, "GET, PUT, DELETE")
+		return
+	}
+	q := r.URL.Query()
+	id := q.Get("id")
+	if id == "" {
+		badRequest(w, "missing or empty id")
+		return
+	}
+	key := []byte(id)
+	if !a.checkKey(w, key) {
+		return
+	}
+	ctx := r.Context()
+	switch r.Method {
+	case http.MethodGet:
+		ack, from, err := a.replicasParam(r)
+		if err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		v, err := a.b.Get(ctx, key, kv.ReadOptions{Ack: ack, From: from})
+		if err != nil {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.Header().Set("Content-Type", "application/octet-stream")
+		_, _ = w.Write(v.Data)
+	case http.MethodPut:
+		opts, body, ok := a.parsePut(w, r, false)
+		if !ok {
+			return
+		}
+		if _, _, err := a.b.Put(ctx, key, body, opts); err != nil {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	case http.MethodDelete:
+		opts, err := a.writeOptions(r, false)
+		if err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		if _, err := a.b.Delete(ctx, key, opts); err != nil && !isNotFound(err) {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}
+}
+
+func isNotFound(err error) bool { return errors.Is(err, kv.ErrNotFound) }
+
+func etag(v uint64) string { return `"` + strconv.FormatUint(v, 10) + `"` }
+
+func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodPut, http.MethodDelete:
+	default:
+		methodNotAllowed(w, "GET, HEAD, PUT, DELETE")
+		return
+	}
+	raw := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/kv/")
+	k, err := url.PathUnescape(raw)
+	if err != nil {
+		badRequest(w, "bad escape in key: "+err.Error())
+		return
+	}
+	key := []byte(k)
+	if !a.checkKey(w, key) {
+		return
+	}
+	ctx := r.Context()
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		opts := kv.ReadOptions{}
+		switch c := r.URL.Query().Get("consistency"); c {
+		case "", "linearizable":
+		case "serializable":
+			opts.Consistency = kv.Serializable
+		default:
+			badRequest(w, "consistency must be linearizable or serializable, not "+strconv.Quote(c))
+			return
+		}
+		if opts.Ack, opts.From, err = a.replicasParam(r); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		v, err := a.b.Get(ctx, key, opts)
+		if err != nil {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.Header().Set("ETag", etag(v.Version))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(len(v.Data)))
+		if r.Method == http.MethodGet {
+			_, _ = w.Write(v.Data)
+		}
+	case http.MethodPut:
+		opts, body, ok := a.parsePut(w, r, true)
+		if !ok {
+			return
+		}
+		ver, created, err := a.b.Put(ctx, key, body, opts)
+		if err != nil {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.Header().Set("ETag", etag(ver))
+		w.Header().Set("Content-Type", "application/json")
+		if created {
+			w.WriteHeader(http.StatusCreated)
+		}
+		_ = json.NewEncoder(w).Encode(map[string]uint64{"version": ver})
+	case http.MethodDelete:
+		opts, err := a.writeOptions(r, true)
+		if err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		if opts.Cond == kv.CondIfAbsent {
+			badRequest(w, "If-None-Match is not supported on DELETE")
+			return
+		}
+		if _, err := a.b.Delete(ctx, key, opts); err != nil {
+			writeBackendError(w, a.cfg.Logger, err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}
+
+func (a *api) v1Status(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	writeJSON(w, a.b.Status())
+}
+
+func (a *api) v1Cluster(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet {
+		methodNotAllowed(w, "GET")
+		return
+	}
+	writeJSON(w, a.b.Cluster(r.Context()))
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// parsePut reads a PUT's options and body, answering 400/413 itself.
+func (a *api) parsePut(w http.ResponseWriter, r *http.Request, conditional bool) (kv.WriteOptions, []byte, bool) {
+	opts, err := a.writeOptions(r, conditional)
+	if err != nil {
+		badRequest(w, err.Error())
+		return opts, nil, false
+	}
+	body, ok := a.readBody(w, r)
+	return opts, body, ok
+}

@@ -1,0 +1,135 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// ParseReplicas parses "ACK/FROM" strictly: two decimal integers with
+// 1 <= ACK <= FROM <= rf.
+func ParseReplicas(s string, rf int) (ack, from int, err error) {
+	a, f, ok := strings.Cut(s, "/")
+	if !ok {
+		return 0, 0, fmt.Errorf("replicas %q: want ACK/FROM", s)
+	}
+	ack, err1 := parseSmall(a)
+	from, err2 := parseSmall(f)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("replicas %q: ACK and FROM must be positive integers", s)
+	}
+	if ack < 1 || ack > from || from > rf {
+		return 0, 0, fmt.Errorf("replicas %q: need 1 <= ACK <= FROM <= %d", s, rf)
+	}
+	return ack, from, nil
+}
+
+func parseSmall(s string) (int, error) {
+	if s == "" || len(s) > 6 {
+		return 0, errors.New("bad number")
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return 0, errors.New("bad number")
+		}
+	}
+	return strconv.Atoi(s)
+}
+
+// replicasParam returns the parsed replicas query parameter (zeros when
+// absent).
+func (a *api) replicasParam(r *http.Request) (int, int, error) {
+	q := r.URL.Query()
+	if _, ok := q["replicas"]; !ok {
+		return 0, 0, nil
+	}
+	return ParseReplicas(q.Get("replicas"), a.b.ReplicationFactor())
+}
+
+// parseIfMatch parses If-Match: "123" (or 123).
+func parseIfMatch(h string) (uint64, error) {
+	h = strings.TrimSpace(h)
+	if strings.HasPrefix(h, "W/") {
+		return 0, errors.New("weak ETags are not supported in If-Match")
+	}
+	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
+		h = h[1 : len(h)-1]
+	}
+	v, err := strconv.ParseUint(h, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("If-Match %q: want a quoted version number", h)
+	}
+	return v, nil
+}
+
+// writeOptions reads replicas, conditions and the request id of a write.
+func (a *api) writeOptions(r *http.Request, conditional bool) (kv.WriteOptions, error) {
+	var o kv.WriteOptions
+	var err error
+	if o.Ack, o.From, err = a.replicasParam(r); err != nil {
+		return o, err
+	}
+	if id := r.Header.Get("Cairn-Request-Id"); id != "" {
+		if len(id) > 32 {
+			return o, errors.New("Cairn-Request-Id longer than 32 bytes")
+		}
+		o.RequestID = []byte(id)
+	}
+	if !conditional {
+		return o, nil
+	}
+	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
+	switch {
+	case im != "" && inm != "":
+		return o, errors.New("If-Match and If-None-Match cannot be combined")
+	case im != "":
+		if o.Version, err = parseIfMatch(im); err != nil {
+			return o, err
+		}
+		o.Cond = kv.CondIfMatch
+	case inm != "":
+		if strings.TrimSpace(inm) != "*" {
+			return o, errors.New("only If-None-Match: * is supported")
+		}
+		o.Cond = kv.CondIfAbsent
+	}
+	return o, nil
+}
+
+// readBody reads the value, answering 413 itself when it is too large.
+func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if r.ContentLength > int64(a.cfg.MaxValueSize) {
+		writeError(w, http.StatusRequestEntityTooLarge, "value_too_large",
+			fmt.Sprintf("value of %d bytes is over the limit of %d", r.ContentLength, a.cfg.MaxValueSize))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxValueSize)))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			writeError(w, http.StatusRequestEntityTooLarge, "value_too_large",
+				fmt.Sprintf("value is over the limit of %d bytes", a.cfg.MaxValueSize))
+		} else {
+			badRequest(w, "reading body: "+err.Error())
+		}
+		return nil, false
+	}
+	return body, true
+}
+
+func (a *api) checkKey(w http.ResponseWriter, key []byte) bool {
+	if len(key) == 0 {
+		badRequest(w, "empty key")
+		return false
+	}
+	if len(key) > a.cfg.MaxKeySize {
+		badRequest(w, fmt.Sprintf("key of %d bytes is over the limit of %d", len(key), a.cfg.MaxKeySize))
+		return false
+	}
+	return true
+}

@@ -1,0 +1,135 @@
+package kv
+
+import (
+	"errors"
+	"time"
+)
+
+// Sentinel errors returned by the Coordinator. They are always wrapped with
+// %w; callers test them with errors.Is. Only internal/api/http turns them
+// into status codes.
+var (
+	// ErrNotFound: the key is absent (never written or deleted). HTTP 404.
+	ErrNotFound = errors.New("kv: key not found")
+	// ErrPreconditionFailed: an If-Match / If-None-Match condition did not
+	// hold; nothing was written. HTTP 412.
+	ErrPreconditionFailed = errors.New("kv: precondition failed")
+	// ErrTimeout: the request deadline passed before the operation was known
+	// to be done (for a write: it may still commit). HTTP 504.
+	ErrTimeout = errors.New("kv: deadline exceeded")
+	// ErrAckTimeout: the write committed (or the read was served) but fewer
+	// than ACK replicas confirmed within the deadline. HTTP 504.
+	ErrAckTimeout = errors.New("kv: fewer replicas than requested confirmed")
+	// ErrOverloaded: a bounded queue is full. HTTP 503 with Retry-After.
+	ErrOverloaded = errors.New("kv: overloaded")
+	// ErrInvalidArgument: the request is malformed in a way only the
+	// coordinator can see (for example FROM above the replication factor).
+	// HTTP 400.
+	ErrInvalidArgument = errors.New("kv: invalid argument")
+	// ErrStopped: the node is shutting down. HTTP 503.
+	ErrStopped = errors.New("kv: node stopping")
+)
+
+// Consistency of a read.
+type Consistency uint8
+
+const (
+	// Linearizable reads observe every write acknowledged before the read
+	// started (Raft ReadIndex on the shard leader).
+	Linearizable Consistency = iota
+	// Serializable reads are served by one replica's applied state and may
+	// be stale.
+	Serializable
+)
+
+// Condition of a conditional write.
+type Condition uint8
+
+const (
+	// CondNone: unconditional.
+	CondNone Condition = iota
+	// CondIfMatch: write only if the key exists with version Version
+	// (HTTP If-Match: "<version>").
+	CondIfMatch
+	// CondIfAbsent: write only if the key does not exist
+	// (HTTP If-None-Match: *).
+	CondIfAbsent
+)
+
+// ReadOptions of Get.
+type ReadOptions struct {
+	Consistency Consistency
+	// Ack and From are the v0 replicas=ACK/FROM setting; zero means the
+	// default (majority of RF / RF). See README "replicas".
+	Ack, From int
+}
+
+// WriteOptions of Put and Delete.
+type WriteOptions struct {
+	// Ack and From as in ReadOptions.
+	Ack, From int
+	Cond      Condition
+	// Version is compared when Cond is CondIfMatch.
+	Version uint64
+	// RequestID identifies the write across retries (up to 32 bytes). A
+	// write retried with the same id is applied at most once; the retry
+	// gets the first attempt's result. Empty: the coordinator makes one.
+	RequestID []byte
+}
+
+// Value is a stored value and its version (the Raft log index of the write
+// that produced it; shown to HTTP clients as the ETag).
+type Value struct {
+	Data    []byte
+	Version uint64
+}
+
+// NodeStatus is what GET /v1/status reports about one node.
+type NodeStatus struct {
+	NodeID      uint64        `json:"node_id"`
+	HTTPAddr    string        `json:"http_addr"`
+	PeerAddr    string        `json:"peer_addr"`
+	Replicas    int           `json:"replicas"`
+	Leaders     int           `json:"leaders"`
+	Replication int           `json:"replication"`
+	ShardCount  int           `json:"shards"`
+	Uptime      time.Duration `json:"-"`
+	UptimeSec   float64       `json:"uptime_seconds"`
+	Version     string        `json:"version"`
+}
+
+// MemberInfo describes one cluster member.
+type MemberInfo struct {
+	NodeID    uint64 `json:"node_id"`
+	PeerAddr  string `json:"peer_addr"`
+	HTTPAddr  string `json:"http_addr,omitempty"`
+	Reachable bool   `json:"reachable"`
+}
+
+// ShardInfo describes one shard as seen by the answering node.
+type ShardInfo struct {
+	ID         uint64   `json:"id"`
+	TokenStart string   `json:"token_start"` // hex, inclusive
+	TokenEnd   string   `json:"token_end"`   // hex, exclusive; "10000000000000000" = 2^64
+	Epoch      uint64   `json:"epoch"`
+	Replicas   []uint64 `json:"replicas"`
+	Leader     uint64   `json:"leader"` // 0 when unknown
+	Term       uint64   `json:"term,omitempty"`
+	Applied    uint64   `json:"applied,omitempty"` // local replica's applied index
+	Commit     uint64   `json:"commit,omitempty"`
+}
+
+// ClusterInfo is what GET /v1/cluster reports.
+type ClusterInfo struct {
+	NodeID      uint64       `json:"node_id"` // the answering node
+	Replication int          `json:"replication"`
+	Members     []MemberInfo `json:"members"`
+	Shards      []ShardInfo  `json:"shards"`
+}
+
+// ShardHash fingerprints one local replica's data (see Replica.Hash).
+type ShardHash struct {
+	Shard   uint64 `json:"shard"`
+	Applied uint64 `json:"applied"`
+	Hash    string `json:"hash"`
+}

@@ -1,0 +1,203 @@
+package kv
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/store"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Config of a Coordinator.
+type Config struct {
+	NodeID   uint64
+	HTTPAddr string
+	PeerAddr string
+	// Peers maps node id to peer address.
+	Peers       map[uint64]string
+	Replication int
+	Map         shard.Map
+	Store       *store.Store
+	Engine      *storage.Engine
+	Transport   transport.Transport
+	// DefaultTimeout applies when a request's context has no deadline.
+	// Default 5s.
+	DefaultTimeout time.Duration
+	Version        string
+	Logger         *slog.Logger
+}
+
+// Coordinator routes operations to shard leaders.
+type Coordinator struct {
+	cfg     Config
+	started time.Time
+
+	mu struct {
+		sync.Mutex
+		leaders map[uint64]uint64 // shard -> last known leader (remote shards)
+	}
+}
+
+// New returns a coordinator.
+func New(cfg Config) *Coordinator {
+	if cfg.DefaultTimeout == 0 {
+		cfg.DefaultTimeout = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	c := &Coordinator{cfg: cfg, started: time.Now()}
+	c.mu.leaders = map[uint64]uint64{}
+	return c
+}
+
+// ReplicationFactor is the cluster's replication factor.
+func (c *Coordinator) ReplicationFactor() int { return c.cfg.Replication }
+
+func (c *Coordinator) majority() int { return c.cfg.Replication/2 + 1 }
+
+// ackFrom validates and defaults replicas=ACK/FROM.
+func (c *Coordinator) ackFrom(ack, from int) (int, int, error) {
+	rf := c.cfg.Replication
+	if ack == 0 && from == 0 {
+		return c.majority(), rf, nil
+	}
+	if ack < 1 || ack > from || from > rf {
+		return 0, 0, fmt.Errorf("%w: replicas %d/%d: need 1 <= ack <= from <= %d", ErrInvalidArgument, ack, from, rf)
+	}
+	return ack, from, nil
+}
+
+func (c *Coordinator) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, c.cfg.DefaultTimeout)
+}
+
+// Get reads key.
+func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Value, error) {
+	ack, _, err := c.ackFrom(opts.Ack, opts.From)
+	if err != nil {
+		return Value{}, err
+	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	d := c.cfg.Map.ForKey(key)
+	serializable := opts.Consistency == Serializable || ack < c.majority()
+	req := &wire.Request{Kind: wire.KindRead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
+	if serializable {
+		req.Kind = wire.KindReadLocal
+		if r := c.cfg.Store.Replica(d.ID); r != nil {
+			return c.readLocal(key)
+		}
+		return c.decodeRead(c.anyReplica(ctx, d, req))
+	}
+	return c.decodeRead(c.onLeader(ctx, d, req))
+}
+
+func (c *Coordinator) decodeRead(resp *wire.Response, err error) (Value, error) {
+	if err != nil {
+		return Value{}, err
+	}
+	if err := statusErr(resp); err != nil {
+		return Value{}, err
+	}
+	return Value{Data: resp.Value, Version: resp.Version}, nil
+}
+
+func (c *Coordinator) readLocal(key []byte) (Value, error) {
+	b, err := c.cfg.Engine.Get(storage.DataKey(shard.Token(key), key))
+	if errors.Is(err, storage.ErrNotFound) {
+		return Value{}, ErrNotFound
+	}
+	if err != nil {
+		return Value{}, err
+	}
+	v, data, err := storage.DecodeValue(b)
+	if err != nil {
+		return Value{}, err
+	}
+	return Value{Data: data, Version: v}, nil
+}
+
+// Put writes key=value.
+func (c *Coordinator) Put(ctx context.Context, key, value []byte, opts WriteOptions) (uint64, bool, error) {
+	resp, err := c.write(ctx, wire.OpPut, key, value, opts)
+	if err != nil {
+		return 0, false, err
+	}
+	return resp.Version, resp.Created, nil
+}
+
+// Delete removes key; ErrNotFound if it was absent.
+func (c *Coordinator) Delete(ctx context.Context, key []byte, opts WriteOptions) (uint64, error) {
+	resp, err := c.write(ctx, wire.OpDelete, key, nil, opts)
+	if err != nil {
+		return 0, err
+	}
+	return resp.Version, nil
+}
+
+func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, opts WriteOptions) (*wire.Response, error) {
+	ack, _, err := c.ackFrom(opts.Ack, opts.From)
+	if err != nil {
+		return nil, err
+	}
+	if len(opts.RequestID) > wire.MaxRequestID {
+		return nil, fmt.Errorf("%w: request id over %d bytes", ErrInvalidArgument, wire.MaxRequestID)
+	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	cmd := wire.Command{RequestID: opts.RequestID, UnixNano: time.Now().UnixNano(), Op: op, Key: key, Value: value}
+	if len(cmd.RequestID) == 0 {
+		// Ids need to be unique, not secret: a fast generator will do.
+		cmd.RequestID = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(make([]byte, 0, 16), rand.Uint64()), rand.Uint64())
+	}
+	switch opts.Cond {
+	case CondIfMatch:
+		cmd.Cond, cmd.Version = wire.CondIfMatch, opts.Version
+	case CondIfAbsent:
+		cmd.Cond = wire.CondIfAbsent
+	}
+	d := c.cfg.Map.ForKey(key)
+	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal()}
+	resp, err := c.onLeader(ctx, d, req)
+	if err != nil {
+		return nil, err
+	}
+	return resp, statusErr(resp)
+}
+
+// statusErr maps a final response status to a sentinel error.
+func statusErr(resp *wire.Response) error {
+	switch resp.Status {
+	case wire.StatusOK:
+		return nil
+	case wire.StatusNotFound:
+		return ErrNotFound
+	case wire.StatusPreconditionFailed:
+		return ErrPreconditionFailed
+	case wire.StatusAckTimeout:
+		return fmt.Errorf("%w: %s", ErrAckTimeout, resp.Message)
+	case wire.StatusTimeout:
+		return fmt.Errorf("%w: %s", ErrTimeout, resp.Message)
+	case wire.StatusOverloaded:
+		return ErrOverloaded
+	case wire.StatusStopping:
+		return ErrStopped
+	case wire.StatusInvalid:
+		return fmt.Errorf("%w: %s", ErrInvalidArgument, resp.Message)
+	default:
+		return fmt.Errorf("kv: remote error (status %d): %s", resp.Status, resp.Message)
+	}
+}

@@ -1,0 +1,138 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// HandleRequest executes a request against a local replica, never
+// forwarding it further. It serves both the in-process path and requests
+// forwarded by other nodes.
+func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
+	if req.DeadlineUnixNano != 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.DeadlineUnixNano))
+		defer cancel()
+	}
+	r := c.cfg.Store.Replica(req.ShardID)
+	if r == nil {
+		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
+	}
+	switch req.Kind {
+	case wire.KindWrite:
+		return c.execWrite(ctx, r, req)
+	case wire.KindRead:
+		return c.execRead(ctx, r, req)
+	case wire.KindReadLocal:
+		return valueResponse(c.readLocal(req.Key))
+	case wire.KindAppliedIndex:
+		if err := r.WaitApplied(ctx, req.Index); err != nil {
+			return errResponse(err)
+		}
+		return &wire.Response{Status: wire.StatusOK, Index: r.Applied()}
+	}
+	return &wire.Response{Status: wire.StatusInvalid, Message: "unknown request kind"}
+}
+
+func (c *Coordinator) leaderGuessID(shardID uint64) uint64 {
+	d, ok := c.cfg.Map.Get(shardID)
+	if !ok {
+		return 0
+	}
+	return c.leaderGuess(d)
+}
+
+func (c *Coordinator) execWrite(ctx context.Context, r *replica.Replica, req *wire.Request) *wire.Response {
+	var cmd wire.Command
+	if err := cmd.Unmarshal(req.Command); err != nil {
+		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+	}
+	res, err := r.ProposeEncoded(ctx, cmd.RequestID, req.Command)
+	if err != nil {
+		return errResponse(err)
+	}
+	resp := &wire.Response{Status: res.Status, Version: res.Version, Created: res.Created}
+	if res.Status == wire.StatusOK && int(req.Ack) > c.majority() {
+		if err := r.WaitReplicated(ctx, res.Index, int(req.Ack)); err != nil {
+			return &wire.Response{Status: wire.StatusAckTimeout,
+				Message: "the write committed on a majority but fewer than ACK replicas confirmed it in time"}
+		}
+	}
+	return resp
+}
+
+func (c *Coordinator) execRead(ctx context.Context, r *replica.Replica, req *wire.Request) *wire.Response {
+	idx, err := r.ReadIndex(ctx)
+	if err != nil {
+		return errResponse(err)
+	}
+	if int(req.Ack) > c.majority() {
+		if !c.waitAppliedOn(ctx, r, idx, int(req.Ack)) {
+			return &wire.Response{Status: wire.StatusAckTimeout,
+				Message: "fewer than ACK replicas applied the read index in time"}
+		}
+	}
+	return valueResponse(c.readLocal(req.Key))
+}
+
+// waitAppliedOn asks the other replicas of r's shard to confirm they have
+// applied index; true once n replicas (this one included) have.
+func (c *Coordinator) waitAppliedOn(ctx context.Context, r *replica.Replica, index uint64, n int) bool {
+	ok := make(chan bool, len(r.Desc().Replicas))
+	var wg sync.WaitGroup
+	for _, node := range r.Desc().Replicas {
+		if node == c.cfg.NodeID {
+			continue
+		}
+		wg.Add(1)
+		go func(node uint64) {
+			defer wg.Done()
+			req := &wire.Request{Kind: wire.KindAppliedIndex, Sender: c.cfg.NodeID, ShardID: r.ID(), Index: index}
+			if dl, has := ctx.Deadline(); has {
+				req.DeadlineUnixNano = dl.UnixNano()
+			}
+			resp, err := c.cfg.Transport.Request(ctx, node, req)
+			ok <- err == nil && resp.Status == wire.StatusOK
+		}(node)
+	}
+	go func() { wg.Wait(); close(ok) }()
+	count := 1
+	for res := range ok {
+		if res {
+			count++
+		}
+		if count >= n {
+			return true
+		}
+	}
+	return count >= n
+}
+
+func valueResponse(v Value, err error) *wire.Response {
+	if err != nil {
+		return errResponse(err)
+	}
+	return &wire.Response{Status: wire.StatusOK, Value: v.Data, Version: v.Version}
+}
+
+func errResponse(err error) *wire.Response {
+	var nl *replica.NotLeaderError
+	switch {
+	case errors.As(err, &nl):
+		return &wire.Response{Status: wire.StatusNotLeader, Leader: nl.Leader}
+	case errors.Is(err, ErrNotFound):
+		return &wire.Response{Status: wire.StatusNotFound}
+	case errors.Is(err, replica.ErrOverloaded):
+		return &wire.Response{Status: wire.StatusOverloaded, Message: err.Error()}
+	case errors.Is(err, replica.ErrStopped):
+		return &wire.Response{Status: wire.StatusStopping, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return &wire.Response{Status: wire.StatusTimeout, Message: err.Error()}
+	}
+	return &wire.Response{Status: wire.StatusError, Message: err.Error()}
+}

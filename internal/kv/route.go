@@ -1,0 +1,117 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// forwardAttempt bounds one forwarded attempt (see onLeader).
+const forwardAttempt = 2 * time.Second
+
+// onLeader runs req on the shard's leader — in process when that is this
+// node — retrying through elections and NotLeader hints until ctx ends.
+func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wire.Request) (*wire.Response, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNano = dl.UnixNano()
+	}
+	backoff := 5 * time.Millisecond
+	var lastErr error
+	next := 0 // round-robin over replicas when no leader is known
+	for {
+		target := c.leaderGuess(d)
+		if target == 0 {
+			target = d.Replicas[next%len(d.Replicas)]
+			next++
+		}
+		var resp *wire.Response
+		var err error
+		if target == c.cfg.NodeID {
+			resp = c.HandleRequest(ctx, req)
+		} else {
+			// One attempt on a remote node is bounded, so a node that
+			// hangs (paused, partitioned) does not hold the request past
+			// the election that replaces it; the retry carries the same
+			// request id, so a write still applies at most once.
+			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
+			resp, err = c.cfg.Transport.Request(actx, target, req)
+			cancel()
+		}
+		switch {
+		case err != nil, resp.Status == wire.StatusError:
+			if err == nil {
+				err = errors.New(resp.Message)
+			}
+			lastErr = err
+			c.setLeader(d.ID, 0)
+			next++
+		case resp.Status == wire.StatusNotLeader || resp.Status == wire.StatusNoReplica:
+			lastErr = fmt.Errorf("node %d is not the leader of shard %d", target, d.ID)
+			c.setLeader(d.ID, resp.Leader)
+			if resp.Leader != 0 && resp.Leader != target {
+				continue // follow the hint at once
+			}
+		case resp.Status == wire.StatusTimeout && ctx.Err() == nil:
+			// The leader gave up before our deadline (its own deadline is
+			// ours; only clock skew gets here): retry.
+			lastErr = errors.New(resp.Message)
+		default:
+			if target != c.cfg.NodeID {
+				c.setLeader(d.ID, target)
+			}
+			return resp, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: shard %d: %v", ErrTimeout, d.ID, lastErr)
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 100*time.Millisecond)
+	}
+}
+
+// anyReplica runs a local-replica request (serializable read) on some
+// replica of the shard, trying each in turn until one answers.
+func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *wire.Request) (*wire.Response, error) {
+	if dl, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNano = dl.UnixNano()
+	}
+	var lastErr error
+	for i := 0; ; i++ {
+		target := d.Replicas[i%len(d.Replicas)]
+		resp, err := c.cfg.Transport.Request(ctx, target, req)
+		if err == nil && resp.Status != wire.StatusNoReplica {
+			return resp, nil
+		}
+		lastErr = err
+		if i%len(d.Replicas) == len(d.Replicas)-1 {
+			select {
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: shard %d: %v", ErrTimeout, d.ID, lastErr)
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+}
+
+// leaderGuess is the leader this node believes in (0 = unknown).
+func (c *Coordinator) leaderGuess(d shard.Descriptor) uint64 {
+	if r := c.cfg.Store.Replica(d.ID); r != nil {
+		if l := r.Leader(); l != 0 {
+			return l
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.leaders[d.ID]
+}
+
+func (c *Coordinator) setLeader(shardID, node uint64) {
+	c.mu.Lock()
+	c.mu.leaders[shardID] = node
+	c.mu.Unlock()
+}

@@ -1,0 +1,286 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/store"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Config of one node.
+type Config struct {
+	NodeID   uint64
+	HTTPAddr string
+	PeerAddr string
+	// InitialCluster maps every node id to its peer address.
+	InitialCluster map[uint64]string
+	DataDir        string
+	// Shards and Replication apply when the cluster is bootstrapped.
+	Shards      int
+	Replication int
+	// RequestTimeout is the default deadline of a client request.
+	RequestTimeout time.Duration
+	MaxKeySize     int
+	MaxValueSize   int
+	MaxInflight    int
+	// TickInterval is one raft tick (election timeout = 10 ticks).
+	TickInterval time.Duration
+	// UnsafeNoSync disables fsync: acknowledged writes can be lost.
+	UnsafeNoSync bool
+	// FaultInjection enables the admin fault hook (partitions, disk
+	// stalls) used by `cairn chaos`. Never on in production.
+	FaultInjection bool
+	Version        string
+	Logger         *slog.Logger
+	// Replica tuning (tests use small truncation thresholds).
+	Replica replica.Config
+}
+
+// ParseCluster parses "1=host:port,2=host:port".
+func ParseCluster(s string) (map[uint64]string, error) {
+	out := map[uint64]string{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		n, err := strconv.ParseUint(id, 10, 64)
+		if !ok || err != nil || n == 0 || addr == "" {
+			return nil, fmt.Errorf("server: bad --initial-cluster entry %q (want id=host:port, id > 0)", part)
+		}
+		if _, dup := out[n]; dup {
+			return nil, fmt.Errorf("server: node id %d twice in --initial-cluster", n)
+		}
+		out[n] = addr
+	}
+	if len(out) == 0 {
+		return nil, errors.New("server: --initial-cluster is empty")
+	}
+	return out, nil
+}
+
+// Server is one running node.
+type Server struct {
+	cfg    Config
+	eng    *storage.Engine
+	store  *store.Store
+	tr     *transport.GRPC
+	coord  *kv.Coordinator
+	http   *http.Server
+	lis    net.Listener
+	fresh  bool
+	log    *slog.Logger
+	faulty *transport.Faulty
+}
+
+// faults is the node's fault hook for the admin API.
+type faults struct{ s *Server }
+
+func (f faults) Partition(nodes []uint64) {
+	f.s.log.Warn("fault injection: partition", "blocked", nodes)
+	f.s.faulty.Block(nodes)
+}
+
+func (f faults) DiskStall(d time.Duration) {
+	f.s.log.Warn("fault injection: disk stall", "delay", d)
+	f.s.eng.SetCommitDelay(d)
+}
+
+// New opens the node's data and builds every component; Start serves.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	log := cfg.Logger.With("node", cfg.NodeID)
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("server: data dir: %w", err)
+	}
+	eng, err := storage.Open(cfg.DataDir, storage.Options{UnsafeNoSync: cfg.UnsafeNoSync})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, eng: eng, log: log}
+	if err := s.build(); err != nil {
+		s.closeAll()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Server) build() error {
+	cfg := s.cfg
+	id, found, err := loadIdentity(s.eng)
+	if err != nil {
+		return err
+	}
+	if !found {
+		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
+			return fmt.Errorf("server: node id %d is not in --initial-cluster", cfg.NodeID)
+		}
+		ids := make([]uint64, 0, len(cfg.InitialCluster))
+		for n := range cfg.InitialCluster {
+			ids = append(ids, n)
+		}
+		sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+		m, err := shard.Bootstrap(ids, cfg.Shards, cfg.Replication)
+		if err != nil {
+			return err
+		}
+		id = identity{NodeID: cfg.NodeID, Replication: cfg.Replication, Peers: cfg.InitialCluster, Map: m}
+		s.fresh = true
+	} else {
+		s.warnConflicts(id)
+	}
+	if err := id.Map.Validate(); err != nil {
+		return err
+	}
+	st, err := store.New(store.Config{
+		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
+		Replica: cfg.Replica, Logger: s.log,
+	}, s.fresh)
+	if err != nil {
+		return err
+	}
+	s.store = st
+	if s.fresh {
+		// Persist identity only after every replica's initial state is
+		// written, so a crash in between bootstraps again from scratch.
+		if err := saveIdentity(s.eng, id); err != nil {
+			return err
+		}
+	}
+	h := &handler{store: st}
+	var th transport.Handler = h
+	if cfg.FaultInjection {
+		s.faulty = transport.NewFaulty(h)
+		th = s.faulty
+		s.log.Warn("fault injection enabled: /v1/admin/fault can partition this node and stall its disk")
+	}
+	tr, err := transport.NewGRPC(transport.Config{
+		NodeID: id.NodeID, ListenAddr: cfg.PeerAddr, Peers: id.Peers, Handler: th,
+		Unreachable: st.Unreachable, Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.tr = tr
+	var nodeTr transport.Transport = tr
+	if s.faulty != nil {
+		s.faulty.Wrap(tr)
+		nodeTr = s.faulty
+	}
+	st.SetTransport(nodeTr)
+	s.coord = kv.New(kv.Config{
+		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
+		Replication: id.Replication, Map: id.Map, Store: st, Engine: s.eng, Transport: nodeTr,
+		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log,
+	})
+	h.coord = s.coord
+	reg := prometheus.NewRegistry()
+	registerMetrics(reg, s)
+	acfg := httpapi.Config{
+		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
+		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
+	}
+	if s.faulty != nil {
+		acfg.Faults = faults{s}
+	}
+	api := httpapi.New(s.coord, acfg)
+	s.lis, err = net.Listen("tcp", cfg.HTTPAddr)
+	if err != nil {
+		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
+	}
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	return nil
+}
+
+func (s *Server) warnConflicts(id identity) {
+	c := s.cfg
+	if c.NodeID != 0 && c.NodeID != id.NodeID {
+		s.log.Warn("ignoring --node-id: the data dir belongs to another node", "flag", c.NodeID, "persisted", id.NodeID)
+	}
+	if c.Shards != 0 && c.Shards != len(id.Map.Shards) {
+		s.log.Warn("ignoring --shards: the cluster was bootstrapped with another count", "flag", c.Shards, "persisted", len(id.Map.Shards))
+	}
+	if c.Replication != 0 && c.Replication != id.Replication {
+		s.log.Warn("ignoring --replication: persisted value wins", "flag", c.Replication, "persisted", id.Replication)
+	}
+	if len(c.InitialCluster) != 0 && fmt.Sprint(c.InitialCluster) != fmt.Sprint(id.Peers) {
+		s.log.Warn("ignoring --initial-cluster: persisted membership wins", "flag", c.InitialCluster, "persisted", id.Peers)
+	}
+}
+
+// Start serves HTTP and starts the replicas.
+func (s *Server) Start() {
+	s.store.Start(s.fresh)
+	go func() {
+		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("http server", "err", err)
+		}
+	}()
+	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "fresh", s.fresh,
+		"replicas", len(s.store.Replicas()))
+}
+
+// HTTPAddr is the address HTTP listens on.
+func (s *Server) HTTPAddr() string { return s.lis.Addr().String() }
+
+// Stop shuts the node down in reverse order of start.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.http != nil {
+		_ = s.http.Shutdown(ctx)
+	}
+	s.closeAll()
+	return nil
+}
+
+func (s *Server) closeAll() {
+	if s.tr != nil {
+		s.tr.Close()
+	}
+	if s.store != nil {
+		s.store.Stop()
+	}
+	if s.lis != nil && s.http == nil {
+		s.lis.Close()
+	}
+	if s.eng != nil {
+		if err := s.eng.Close(); err != nil {
+			s.log.Warn("closing engine", "err", err)
+		}
+		s.eng = nil
+	}
+}
+
+// handler adapts the store and coordinator to transport.Handler.
+type handler struct {
+	store *store.Store
+	coord *kv.Coordinator
+}
+
+func (h *handler) HandleRaft(envs []transport.Envelope) { h.store.HandleRaft(envs) }
+
+func (h *handler) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
+	if h.coord == nil {
+		return &wire.Response{Status: wire.StatusStopping}
+	}
+	return h.coord.HandleRequest(ctx, req)
+}
