@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc/status"
+)
+
+// RunConfig is the load model of one run.
+type RunConfig struct {
+	// Clients issuing operations (closed loop: each waits for its answer).
+	Clients int
+	// Conns is the number of connections the clients share.
+	Conns int
+	// Total measured operations (0: run for Duration).
+	Total uint64
+	// Duration of the measured phase when Total is 0.
+	Duration time.Duration
+	// Warmup runs the load this long before measuring.
+	Warmup time.Duration
+	// Rate > 0 selects the open loop: operations are due every 1/Rate
+	// seconds and latency counts from the due time.
+	Rate float64
+	// OpTimeout bounds one operation.
+	OpTimeout time.Duration
+	Seed      int64
+	// Progress receives live progress (nil: none); TTY selects a single
+	// rewritten line instead of plain lines every 5 s.
+	Progress io.Writer
+	TTY      bool
+}
+
+// RunResult is the outcome of one run.
+type RunResult struct {
+	Clients    int                 `json:"clients"`
+	Conns      int                 `json:"conns"`
+	Rate       float64             `json:"rate,omitempty"`
+	Elapsed    float64             `json:"elapsed_seconds"`
+	All        OpResult            `json:"all"`
+	Operations map[string]OpResult `json:"operations"`
+}
+
+// ErrKind classifies an error for the "errors by kind" report.
+func ErrKind(err error) string {
+	var se *StatusError
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &se):
+		return fmt.Sprintf("http_%d", se.Code)
+	case errors.As(err, &ne):
+		return "network"
+	}
+	if s, ok := status.FromError(err); ok {
+		return "grpc_" + s.Code().String()
+	}
+	return "other"
+}
+
+func exec(ctx context.Context, d Driver, conn int, op Op) error {
+	switch op.Kind {
+	case KindPut:
+		return d.Put(ctx, conn, op.Key, op.Value)
+	case KindGet:
+		return d.Get(ctx, conn, op.Key)
+	case KindScan:
+		for _, k := range op.Keys {
+			if err := d.Get(ctx, conn, k); err != nil && err != ErrNotFound {
+				return err
+			}
+		}
+		return nil
+	case KindRMW:
+		if err := d.Get(ctx, conn, op.Key); err != nil && err != ErrNotFound {
+			return err
+		}
+		return d.Put(ctx, conn, op.Key, op.Value)
+	case KindEntityPut:
+		return d.EntityPut(ctx, conn, op.Key, op.Value)
+	case KindEntityGet:
+		return d.EntityGet(ctx, conn, op.Key)
+	}
+	return fmt.Errorf("bench: unknown op kind %d", op.Kind)
+}
+
+// Preload writes the workload's initial records with parallel clients.
+func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout time.Duration) (uint64, error) {
+	n, gen := w.Preload()
+	if n == 0 {
+		return 0, nil
+	}
+	var next atomic.Uint64
+	var firstErr error
+	var once sync.Once
+	var wg sync.WaitGroup
+	for c := 0; c < max(clients, 1); c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= n || ctx.Err() != nil {
+					return
+				}
+				k, v := gen(i)
+				var err error
+				for try := 0; try < 5; try++ {
+					octx, cancel := context.WithTimeout(ctx, timeout)
+					err = d.Put(octx, c, k, v)
+					cancel()
+					if err == nil {
+						break
+					}
+				}
+				if err != nil {
+					once.Do(func() { firstErr = fmt.Errorf("bench: preload record %d: %w", i, err) })
+					return
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	return n, firstErr
+}
+
+// Run drives the workload with the load model and returns its results.
+func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, error) {
+	if cfg.Clients <= 0 {
+		cfg.Clients = 1
+	}
+	if cfg.Conns <= 0 {
+		cfg.Conns = 1
+	}
+	if cfg.OpTimeout == 0 {
+		cfg.OpTimeout = 10 * time.Second
+	}
+	if cfg.Total == 0 && cfg.Duration == 0 {
+		cfg.Duration = 10 * time.Second
+	}
+	begin := time.Now()
+	rec := NewRecorder(begin.Add(cfg.Warmup))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if cfg.Total == 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithDeadline(ctx, begin.Add(cfg.Warmup+cfg.Duration))
+		defer c2()
+	}
+	var issued atomic.Uint64 // measured operations started (for Total)
+	take := func(now time.Time) bool {
+		if cfg.Total == 0 || now.Before(rec.start) {
+			return true
+		}
+		if issued.Add(1) > cfg.Total {
+			cancel()
+			return false
+		}
+		return true
+	}
+	var due chan time.Time
+	if cfg.Rate > 0 {
+		due = make(chan time.Time, cfg.Clients*4)
+		go schedule(ctx, begin, cfg.Rate, due)
+	}
+	stopProgress := startProgress(rec, cfg, begin)
+	var wg sync.WaitGroup
+	for c := 0; c < cfg.Clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewSource(cfg.Seed + int64(c)*7919 + 1))
+			conn := c % cfg.Conns
+			for ctx.Err() == nil {
+				intended := time.Now()
+				if due != nil {
+					select {
+					case intended = <-due:
+					case <-ctx.Done():
+						return
+					}
+				}
+				if !take(intended) {
+					return
+				}
+				op := w.Next(rng)
+				octx, ocancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
+				err := exec(octx, d, conn, op)
+				ocancel()
+				rec.Record(op.Name, intended, time.Now(), err)
+			}
+		}(c)
+	}
+	wg.Wait()
+	stopProgress()
+	elapsed := time.Since(rec.start)
+	all, per := rec.Results(elapsed)
+	return RunResult{Clients: cfg.Clients, Conns: cfg.Conns, Rate: cfg.Rate, Elapsed: elapsed.Seconds(), All: all, Operations: per}, nil
+}
+
+// schedule emits the due time of operation i, begin + i/rate.
+func schedule(ctx context.Context, begin time.Time, rate float64, due chan<- time.Time) {
+	interval := time.Duration(float64(time.Second) / rate)
+	for i := int64(0); ; i++ {
+		t := begin.Add(time.Duration(i) * interval)
+		if d := time.Until(t); d > 0 {
+			select {
+			case <-time.After(d):
+			case <-ctx.Done():
+				return
+			}
+		}
+		select {
+		case due <- t:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func startProgress(rec *Recorder, cfg RunConfig, begin time.Time) func() {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var last uint64
+		for i := 1; ; i++ {
+			select {
+			case <-t.C:
+			case <-stop:
+				if cfg.TTY {
+					fmt.Fprintln(cfg.Progress)
+				}
+				return
+			}
+			n, errs, p99 := rec.progress()
+			rate := n - last
+			last = n
+			var where string
+			if cfg.Total > 0 {
+				where = fmt.Sprintf("%d/%d", n, cfg.Total)
+			} else {
+				where = fmt.Sprintf("%s/%s", time.Since(begin).Round(time.Second), (cfg.Warmup + cfg.Duration).Round(time.Second))
+			}
+			line := fmt.Sprintf("%s  %d ops/s  p99 %.2f ms  errors %d", where, rate, p99, errs)
+			if cfg.TTY {
+				fmt.Fprintf(cfg.Progress, "\r\033[K%s", line)
+			} else if i%5 == 0 {
+				fmt.Fprintln(cfg.Progress, line)
+			}
+		}
+	}()
+	return func() { close(stop); <-done }
+}

@@ -1,0 +1,223 @@
+package bench
+
+import (
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
+)
+
+// Latencies are recorded in microseconds from 1 µs to 60 s, 3 significant
+// digits.
+func newHist() *hdrhistogram.Histogram { return hdrhistogram.New(1, 60_000_000, 3) }
+
+type second struct {
+	n, errors uint64
+	hist      *hdrhistogram.Histogram
+}
+
+type opStats struct {
+	hist     *hdrhistogram.Histogram
+	n        uint64
+	errors   uint64
+	notFound uint64
+	errKinds map[string]uint64
+	seconds  map[int]*second
+}
+
+func newOpStats() *opStats {
+	return &opStats{hist: newHist(), errKinds: map[string]uint64{}, seconds: map[int]*second{}}
+}
+
+// Recorder collects results of one run. Safe for concurrent use.
+type Recorder struct {
+	mu    sync.Mutex
+	start time.Time // measurement start
+	ops   map[string]*opStats
+	all   *opStats
+}
+
+// NewRecorder starts measuring at start.
+func NewRecorder(start time.Time) *Recorder {
+	return &Recorder{start: start, ops: map[string]*opStats{}, all: newOpStats()}
+}
+
+func (s *opStats) add(sec int, us int64, err error, kind string) {
+	sc := s.seconds[sec]
+	if sc == nil {
+		sc = &second{hist: newHist()}
+		s.seconds[sec] = sc
+	}
+	if err != nil {
+		s.errors++
+		s.errKinds[kind]++
+		sc.errors++
+		return
+	}
+	_ = s.hist.RecordValue(us)
+	_ = sc.hist.RecordValue(us)
+	s.n++
+	sc.n++
+}
+
+// Record one completed operation that was due at intended and ended at end.
+// Operations due before the measurement start (warm-up) are dropped.
+func (r *Recorder) Record(name string, intended, end time.Time, err error) {
+	if intended.Before(r.start) {
+		return
+	}
+	us := max(end.Sub(intended).Microseconds(), 1)
+	sec := int(end.Sub(r.start) / time.Second)
+	var kind string
+	notFound := err == ErrNotFound
+	if notFound {
+		err = nil
+	}
+	if err != nil {
+		kind = ErrKind(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := r.ops[name]
+	if o == nil {
+		o = newOpStats()
+		r.ops[name] = o
+	}
+	o.add(sec, us, err, kind)
+	r.all.add(sec, us, err, kind)
+	if notFound {
+		o.notFound++
+		r.all.notFound++
+	}
+}
+
+// snapshot of progress: completed ops, errors, p99 so far in ms.
+func (r *Recorder) progress() (n, errs uint64, p99 float64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.all.n, r.all.errors, float64(r.all.hist.ValueAtQuantile(99)) / 1000
+}
+
+// Latency summarises a histogram in milliseconds.
+type Latency struct {
+	Mean float64 `json:"mean"`
+	Min  float64 `json:"min"`
+	P50  float64 `json:"p50"`
+	P75  float64 `json:"p75"`
+	P90  float64 `json:"p90"`
+	P95  float64 `json:"p95"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p999"`
+	Max  float64 `json:"max"`
+}
+
+func latencyOf(h *hdrhistogram.Histogram) Latency {
+	ms := func(v int64) float64 { return float64(v) / 1000 }
+	if h.TotalCount() == 0 {
+		return Latency{}
+	}
+	return Latency{
+		Mean: h.Mean() / 1000, Min: ms(h.Min()), P50: ms(h.ValueAtQuantile(50)), P75: ms(h.ValueAtQuantile(75)),
+		P90: ms(h.ValueAtQuantile(90)), P95: ms(h.ValueAtQuantile(95)), P99: ms(h.ValueAtQuantile(99)),
+		P999: ms(h.ValueAtQuantile(99.9)), Max: ms(h.Max()),
+	}
+}
+
+// Point is one second of the time series.
+type Point struct {
+	Second     int     `json:"second"`
+	Ops        uint64  `json:"ops"`
+	Errors     uint64  `json:"errors"`
+	Throughput float64 `json:"throughput"`
+	P50        float64 `json:"p50_ms"`
+	P99        float64 `json:"p99_ms"`
+	Mean       float64 `json:"mean_ms"`
+	Min        float64 `json:"min_ms"`
+	P95        float64 `json:"p95_ms"`
+	P999       float64 `json:"p999_ms"`
+	Max        float64 `json:"max_ms"`
+}
+
+// seriesOf lists the whole seconds of the run; the partial last second
+// (operations finishing after the end) is left out.
+func seriesOf(o *opStats, whole int) []Point {
+	secs := make([]int, 0, len(o.seconds))
+	for s := range o.seconds {
+		if s < whole || whole == 0 {
+			secs = append(secs, s)
+		}
+	}
+	sort.Ints(secs)
+	out := make([]Point, 0, len(secs))
+	for _, s := range secs {
+		sc := o.seconds[s]
+		l := latencyOf(sc.hist)
+		out = append(out, Point{Second: s + 1, Ops: sc.n, Errors: sc.errors, Throughput: float64(sc.n),
+			P50: l.P50, P99: l.P99, Mean: l.Mean, Min: l.Min, P95: l.P95, P999: l.P999, Max: l.Max})
+	}
+	return out
+}
+
+// OpResult summarises one operation name.
+type OpResult struct {
+	Ops        uint64            `json:"ops"`
+	Errors     uint64            `json:"errors"`
+	NotFound   uint64            `json:"not_found"`
+	ErrorKinds map[string]uint64 `json:"error_kinds"`
+	Throughput float64           `json:"throughput"`
+	Latency    Latency           `json:"latency_ms"`
+	Histogram  []Bucket          `json:"histogram"`
+	Series     []Point           `json:"series"`
+}
+
+// Bucket is one bar of a latency histogram (values in ms).
+type Bucket struct {
+	UpToMs float64 `json:"up_to_ms"`
+	Count  int64   `json:"count"`
+}
+
+func bucketsOf(h *hdrhistogram.Histogram) []Bucket {
+	var out []Bucket
+	for _, bar := range h.Distribution() {
+		if bar.Count == 0 {
+			continue
+		}
+		out = append(out, Bucket{UpToMs: float64(bar.To) / 1000, Count: bar.Count})
+	}
+	return coarsen(out, 200)
+}
+
+// coarsen merges adjacent buckets so at most n remain.
+func coarsen(b []Bucket, n int) []Bucket {
+	if len(b) <= n {
+		return b
+	}
+	step := (len(b) + n - 1) / n
+	var out []Bucket
+	for i := 0; i < len(b); i += step {
+		m := Bucket{}
+		for j := i; j < i+step && j < len(b); j++ {
+			m.Count += b[j].Count
+			m.UpToMs = b[j].UpToMs
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Results summarises everything recorded over elapsed.
+func (r *Recorder) Results(elapsed time.Duration) (OpResult, map[string]OpResult) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	conv := func(o *opStats) OpResult {
+		return OpResult{Ops: o.n, Errors: o.errors, NotFound: o.notFound, ErrorKinds: o.errKinds,
+			Throughput: float64(o.n) / elapsed.Seconds(), Latency: latencyOf(o.hist),
+			Histogram: bucketsOf(o.hist), Series: seriesOf(o, int(elapsed/time.Second))}
+	}
+	per := map[string]OpResult{}
+	for name, o := range r.ops {
+		per[name] = conv(o)
+	}
+	return conv(r.all), per
+}

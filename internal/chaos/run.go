@@ -1,0 +1,352 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/checker"
+)
+
+// Step is one scheduled fault: injected At after the start, healed after
+// For, into the node chosen by Target ("leader", "follower", "node:N").
+type Step struct {
+	Fault  Fault
+	Target string
+	At     time.Duration
+	For    time.Duration
+}
+
+// Config of a chaos run.
+type Config struct {
+	Scenario string
+	Bin      string
+	Dir      string // data, logs and results
+	Nodes    int
+	Duration time.Duration
+	Workload WorkloadConfig
+	Steps    []Step
+	Logger   *slog.Logger
+	Progress io.Writer
+}
+
+// FaultResult is what happened around one fault.
+type FaultResult struct {
+	Kind          string `json:"kind"`
+	Param         string `json:"param,omitempty"`
+	Target        string `json:"target"`
+	Node          int    `json:"node"`
+	StartMs       int64  `json:"start_ms"`
+	EndMs         int64  `json:"end_ms"`
+	UnavailableMs int64  `json:"unavailable_ms"`
+	ClientErrors  int    `json:"client_errors"`
+	RecoveryMs    int64  `json:"recovery_ms"`
+	// ThroughputDuring is the mean ops/s while the fault lasted, and
+	// Baseline the mean before the first fault.
+	ThroughputDuring float64 `json:"throughput_during"`
+	Baseline         float64 `json:"baseline"`
+	Error            string  `json:"error,omitempty"`
+}
+
+// Result is results.json of a chaos run.
+type Result struct {
+	Scenario          string            `json:"scenario"`
+	DurationSeconds   float64           `json:"duration_seconds"`
+	Ops               int               `json:"ops"`
+	Linearizable      bool              `json:"linearizable"`
+	CheckTimedOut     bool              `json:"check_timed_out,omitempty"`
+	LostWrites        int               `json:"lost_writes"`
+	LostKeys          []string          `json:"lost_keys,omitempty"`
+	AckedWrites       int               `json:"acked_writes"`
+	ReplicasConverged bool              `json:"replicas_converged"`
+	Diverged          []string          `json:"diverged,omitempty"`
+	Faults            []FaultResult     `json:"faults"`
+	ClientErrors      map[string]uint64 `json:"client_errors"`
+	Series            []bench.Point     `json:"series"`
+	Skipped           string            `json:"skipped,omitempty"`
+}
+
+// Passed reports whether every check passed.
+func (r *Result) Passed() bool {
+	return r.Skipped != "" || (r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged)
+}
+
+// Run starts a cluster, runs the workload and the faults, heals, checks.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Workload.Clients == 0 {
+		cfg.Workload.Clients = 6
+	}
+	if cfg.Workload.Keys == 0 {
+		cfg.Workload.Keys = 8
+	}
+	if cfg.Workload.Timeout == 0 {
+		cfg.Workload.Timeout = 5 * time.Second
+	}
+	logf := func(format string, args ...any) {
+		if cfg.Progress != nil {
+			fmt.Fprintf(cfg.Progress, format+"\n", args...)
+		}
+	}
+	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster")})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	logf("cluster of %d nodes ready; running %s for %v", len(c.Nodes), cfg.Scenario, cfg.Duration)
+
+	start := time.Now()
+	rec := &recorder{start: start, acked: map[string]string{}, perf: bench.NewRecorder(start)}
+	var keys []string
+	for i := 0; i < cfg.Workload.Keys; i++ {
+		keys = append(keys, fmt.Sprintf("reg/%d", i))
+	}
+	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	defer stopLoad()
+	var wg sync.WaitGroup
+	var setClients []*client.Client
+	for i := 0; i < cfg.Workload.Clients; i++ {
+		node := i%len(c.Nodes) + 1
+		// Each client talks to its own node first and fails over to the
+		// others.
+		eps := append([]string{c.URL(node)}, without(c.Endpoints(), c.URL(node))...)
+		cl, _ := client.New(eps, client.Options{Timeout: cfg.Workload.Timeout})
+		setClients = append(setClients, cl)
+		wg.Add(1)
+		go func(i, node int) {
+			defer wg.Done()
+			runRegisters(wctx, rec, cl, i, node, keys, int64(i+1))
+		}(i, node)
+	}
+	wg.Add(1)
+	go func() { defer wg.Done(); runSet(wctx, rec, setClients) }()
+
+	faults := runSteps(wctx, c, cfg.Steps, start, logf)
+	wg.Wait()
+	// Heal anything still injected, then let the cluster settle.
+	for i := range c.Nodes {
+		c.Resume(i + 1)
+		_ = c.Start(i + 1)
+		_ = c.Admin(i+1, "partition=&disk-stall=0s")
+	}
+	elapsed := time.Since(start)
+	if err := c.WaitReady(30 * time.Second); err != nil {
+		return nil, err
+	}
+	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults}
+	all, _ := rec.perf.Results(elapsed)
+	res.Ops, res.ClientErrors, res.Series = len(rec.history), all.ErrorKinds, all.Series
+	measureFaults(res, rec, start)
+
+	logf("checking %d operations for linearizability…", len(rec.history))
+	hist, _ := json.Marshal(rec.history)
+	_ = os.WriteFile(filepath.Join(cfg.Dir, "history.json"), hist, 0o644)
+	ok, timedOut, err := checker.Linearizable(rec.history, 2*time.Minute, filepath.Join(cfg.Dir, "linearizability.html"))
+	if err != nil {
+		cfg.Logger.Warn("writing the visualization", "err", err)
+	}
+	res.Linearizable, res.CheckTimedOut = ok, timedOut
+
+	cl, _ := client.New(c.Endpoints(), client.Options{Timeout: 10 * time.Second})
+	lost, err := checker.LostWrites(rec.acked, func(k string) (string, bool, error) {
+		v, err := cl.Get(context.Background(), []byte(k), false)
+		if errors.Is(err, client.ErrNotFound) {
+			return "", false, nil
+		}
+		return string(v.Value), err == nil, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	res.AckedWrites, res.LostWrites, res.LostKeys = len(rec.acked), len(lost), lost
+	res.Diverged = converge(c, 30*time.Second)
+	res.ReplicasConverged = len(res.Diverged) == 0
+	return res, nil
+}
+
+func without(all []string, x string) []string {
+	var out []string
+	for _, a := range all {
+		if a != x {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// runSteps injects and heals the scheduled faults in order.
+func runSteps(ctx context.Context, c *Cluster, steps []Step, start time.Time, logf func(string, ...any)) []FaultResult {
+	var out []FaultResult
+	for _, s := range steps {
+		fr := FaultResult{Kind: s.Fault.Kind(), Param: s.Fault.Param(), Target: s.Target}
+		if !sleepUntil(ctx, start.Add(s.At)) {
+			break
+		}
+		node, err := pickTarget(c, s.Target)
+		if err != nil {
+			fr.Error = err.Error()
+			out = append(out, fr)
+			continue
+		}
+		fr.Node = node
+		fr.StartMs = time.Since(start).Milliseconds()
+		logf("%6.1fs inject %s %s into node %d (%s)", time.Since(start).Seconds(), fr.Kind, fr.Param, node, s.Target)
+		if err := s.Fault.Inject(c, node); err != nil {
+			fr.Error = err.Error()
+		}
+		sleepUntil(ctx, start.Add(s.At+s.For))
+		if err := s.Fault.Heal(c, node); err != nil && fr.Error == "" {
+			fr.Error = err.Error()
+		}
+		fr.EndMs = time.Since(start).Milliseconds()
+		logf("%6.1fs healed node %d", time.Since(start).Seconds(), node)
+		out = append(out, fr)
+	}
+	return out
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	select {
+	case <-time.After(time.Until(t)):
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func pickTarget(c *Cluster, target string) (int, error) {
+	var n int
+	switch {
+	case target == "leader" || target == "follower":
+		l, f, err := c.Leader(1)
+		if err != nil {
+			return 0, err
+		}
+		n = l
+		if target == "follower" {
+			n = f
+		}
+	default:
+		if _, err := fmt.Sscanf(target, "node:%d", &n); err != nil {
+			return 0, fmt.Errorf("chaos: bad target %q", target)
+		}
+	}
+	if n < 1 || n > len(c.Nodes) {
+		return 0, fmt.Errorf("chaos: no node for target %q", target)
+	}
+	return n, nil
+}
+
+// measureFaults fills each fault's unavailability, errors and recovery.
+func measureFaults(res *Result, rec *recorder, start time.Time) {
+	series := res.Series
+	if len(res.Faults) == 0 {
+		return
+	}
+	first := res.Faults[0].StartMs
+	var base float64
+	var nb int
+	for _, p := range series {
+		if int64(p.Second)*1000 <= first && p.Second > 2 {
+			base += p.Throughput
+			nb++
+		}
+	}
+	if nb > 0 {
+		base /= float64(nb)
+	}
+	for i := range res.Faults {
+		f := &res.Faults[i]
+		f.Baseline = base
+		startNs, endNs := f.StartMs*1e6, f.EndMs*1e6
+		// Unavailability: for each key, from the injection to the first
+		// successful write invoked after it through a node other than the
+		// target; the worst key counts.
+		firstOK := map[string]int64{}
+		keys := map[string]bool{}
+		for _, op := range rec.history {
+			if op.Kind == checker.Read {
+				continue
+			}
+			keys[op.Key] = true
+			if op.Call >= startNs && op.Outcome == checker.OK && op.Node != f.Node {
+				if t, ok := firstOK[op.Key]; !ok || op.Return < t {
+					firstOK[op.Key] = op.Return
+				}
+			}
+			if op.Call >= startNs && op.Call <= endNs+5e9 && op.Outcome == checker.Unknown {
+				f.ClientErrors++
+			}
+		}
+		for k := range keys {
+			t, ok := firstOK[k]
+			if !ok {
+				t = int64(res.DurationSeconds * 1e9)
+			}
+			f.UnavailableMs = max(f.UnavailableMs, (t-startNs)/1e6)
+		}
+		var during float64
+		var nd int
+		f.RecoveryMs = -1
+		for _, p := range series {
+			ms := int64(p.Second) * 1000
+			if ms > f.StartMs && ms <= f.EndMs {
+				during += p.Throughput
+				nd++
+			}
+			if ms > f.EndMs && f.RecoveryMs < 0 && base > 0 && p.Throughput >= 0.9*base {
+				f.RecoveryMs = ms - f.EndMs
+			}
+		}
+		if nd > 0 {
+			f.ThroughputDuring = during / float64(nd)
+		}
+	}
+	sort.SliceStable(res.Faults, func(a, b int) bool { return res.Faults[a].StartMs < res.Faults[b].StartMs })
+}
+
+// converge waits until every shard's replicas report the same data hash
+// and returns the shards that still differ at the deadline.
+func converge(c *Cluster, timeout time.Duration) []string {
+	deadline := time.Now().Add(timeout)
+	for {
+		byNode := map[int][]checker.ShardHash{}
+		var err error
+		for i := range c.Nodes {
+			if byNode[i+1], err = c.Hashes(i + 1); err != nil {
+				break
+			}
+		}
+		var bad []string
+		if err != nil {
+			bad = []string{err.Error()}
+		} else {
+			bad = checker.Diverged(byNode)
+		}
+		if len(bad) == 0 || time.Now().After(deadline) {
+			return bad
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// Write stores results.json.
+func (r *Result) Write(dir string) error {
+	b, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
+}

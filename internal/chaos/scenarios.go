@@ -1,0 +1,82 @@
+package chaos
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Scenario is a named fault schedule.
+type Scenario struct {
+	Name        string
+	Description string
+	Cgroups     bool // needs a writable cgroup hierarchy
+	// MinDuration is the shortest run that fits the schedule.
+	MinDuration time.Duration
+	Steps       func(d time.Duration) []Step
+}
+
+// one schedules a single fault starting a quarter into the run (at least
+// 5 s, so a baseline exists) and lasting up to 10 s.
+func one(f Fault, target string) func(time.Duration) []Step {
+	return func(d time.Duration) []Step {
+		at := max(5*time.Second, d/4)
+		return []Step{{Fault: f, Target: target, At: at, For: min(10*time.Second, d/3)}}
+	}
+}
+
+// series schedules faults one after another, 8 s each with 4 s gaps.
+func series(target string, fs ...Fault) func(time.Duration) []Step {
+	return func(d time.Duration) []Step {
+		var out []Step
+		at := 6 * time.Second
+		for _, f := range fs {
+			out = append(out, Step{Fault: f, Target: target, At: at, For: 8 * time.Second})
+			at += 12 * time.Second
+		}
+		return out
+	}
+}
+
+// Scenarios lists every scenario by name.
+var Scenarios = map[string]Scenario{
+	"leader-kill":       {Description: "kill -9 the leader of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "leader")},
+	"follower-kill":     {Description: "kill -9 a follower of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "follower")},
+	"leader-pause":      {Description: "SIGSTOP the leader of shard 1 for 10 s", MinDuration: 20 * time.Second, Steps: one(pauseFault{}, "leader")},
+	"partition-leader":  {Description: "isolate the leader of shard 1 from every other node for 10 s", MinDuration: 20 * time.Second, Steps: one(partitionFault{}, "leader")},
+	"disk-stall-leader": {Description: "delay every storage commit of the leader of shard 1 by 1 s, for 10 s", MinDuration: 20 * time.Second, Steps: one(diskStallFault{time.Second}, "leader")},
+	"rolling-restart": {Description: "restart every node in turn (SIGTERM, 3 s down)", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			var out []Step
+			for i := 1; i <= 3; i++ {
+				out = append(out, Step{Fault: restartFault{}, Target: fmt.Sprint("node:", i), At: time.Duration(i) * 7 * time.Second, For: 3 * time.Second})
+			}
+			return out
+		}},
+	"slow-cpu-leader":   {Description: "cgroup CPU quota of 0.2, 0.1, 0.05 core on the leader of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("leader", cgroupFault{cpu: 0.2}, cgroupFault{cpu: 0.1}, cgroupFault{cpu: 0.05})},
+	"slow-cpu-follower": {Description: "cgroup CPU quota of 0.2, 0.1, 0.05 core on a follower of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("follower", cgroupFault{cpu: 0.2}, cgroupFault{cpu: 0.1}, cgroupFault{cpu: 0.05})},
+	"memory-leader":     {Description: "cgroup memory limit of 512, 256, 128 MB on the leader of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("leader", cgroupFault{memory: 512 << 20}, cgroupFault{memory: 256 << 20}, cgroupFault{memory: 128 << 20})},
+	"memory-follower":   {Description: "cgroup memory limit of 512, 256, 128 MB on a follower of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("follower", cgroupFault{memory: 512 << 20}, cgroupFault{memory: 256 << 20}, cgroupFault{memory: 128 << 20})},
+	"leader-kill-partition": {Description: "kill -9 the leader of shard 1, then isolate the new leader (the short run of make test)", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: killFault{}, Target: "leader", At: 5 * time.Second, For: 6 * time.Second},
+				{Fault: partitionFault{}, Target: "leader", At: 15 * time.Second, For: 6 * time.Second}}
+		}},
+}
+
+// Names lists the scenarios in a stable order.
+func Names() []string {
+	var out []string
+	for n := range Scenarios {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func init() {
+	for n, s := range Scenarios {
+		s.Name = n
+		Scenarios[n] = s
+	}
+}

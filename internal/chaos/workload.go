@@ -1,0 +1,128 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/checker"
+)
+
+// WorkloadConfig shapes the recorded client load.
+type WorkloadConfig struct {
+	Clients int           // register clients (default 6)
+	Keys    int           // register keys (default 8)
+	Timeout time.Duration // per operation, retries included (default 5s)
+}
+
+// recorder holds the history, the set of acknowledged unique writes and
+// the per-second throughput series.
+type recorder struct {
+	mu      sync.Mutex
+	start   time.Time
+	history []checker.Op
+	acked   map[string]string
+	perf    *bench.Recorder
+}
+
+func (r *recorder) since(t time.Time) int64 { return t.Sub(r.start).Nanoseconds() }
+
+func (r *recorder) add(op checker.Op) {
+	r.mu.Lock()
+	r.history = append(r.history, op)
+	r.mu.Unlock()
+}
+
+// outcomeOf: only a 412 is a definite "not applied" (the condition did
+// not hold); any other error leaves the outcome unknown to the client.
+func outcomeOf(err error) checker.Outcome {
+	switch {
+	case err == nil:
+		return checker.OK
+	case errors.Is(err, client.ErrPreconditionFailed):
+		return checker.Fail
+	}
+	return checker.Unknown
+}
+
+// perfErr turns a client error into what the throughput recorder counts.
+func perfErr(err error) error {
+	if err == nil || errors.Is(err, client.ErrPreconditionFailed) || errors.Is(err, client.ErrNotFound) {
+		return nil
+	}
+	return err
+}
+
+// runRegisters drives one client: reads, writes of unique values and
+// compare-and-sets on the register keys, all through one node.
+func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, node int, keys []string, seed int64) {
+	rng := rand.New(rand.NewSource(seed))
+	for seq := 0; ctx.Err() == nil; seq++ {
+		key := keys[rng.Intn(len(keys))]
+		op := checker.Op{Client: id, Key: key, Node: node}
+		call := time.Now()
+		op.Call = rec.since(call)
+		var err error
+		switch x := rng.Intn(10); {
+		case x < 4:
+			op.Kind = checker.Read
+			var v client.Versioned
+			v, err = cl.Get(context.Background(), []byte(key), false)
+			if errors.Is(err, client.ErrNotFound) {
+				err = nil
+			}
+			op.Value = string(v.Value)
+		case x < 8:
+			op.Kind = checker.Write
+			op.Value = fmt.Sprintf("c%d-%d", id, seq)
+			_, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{})
+		default:
+			// Read the current version, then compare-and-set on it.
+			v, gerr := cl.Get(context.Background(), []byte(key), false)
+			ret := time.Now()
+			rd := checker.Op{Client: id, Key: key, Node: node, Kind: checker.Read, Call: op.Call, Return: rec.since(ret),
+				Value: string(v.Value), Outcome: outcomeOf(gerr)}
+			if errors.Is(gerr, client.ErrNotFound) {
+				rd.Outcome, rd.Value = checker.OK, ""
+			}
+			rec.add(rd)
+			rec.perf.Record("read", call, ret, perfErr(gerr))
+			if rd.Outcome != checker.OK || v.Version == 0 {
+				continue
+			}
+			call = time.Now()
+			op.Call = rec.since(call)
+			op.Kind, op.Expected, op.Value = checker.CAS, string(v.Value), fmt.Sprintf("c%d-%d", id, seq)
+			_, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{IfVersion: v.Version})
+		}
+		end := time.Now()
+		op.Return = rec.since(end)
+		op.Outcome = outcomeOf(err)
+		if err != nil {
+			op.Err = err.Error()
+		}
+		rec.add(op)
+		rec.perf.Record(string(op.Kind), call, end, perfErr(err))
+	}
+}
+
+// runSet writes unique keys through every node in turn and remembers the
+// acknowledged ones, which must all be readable after healing.
+func runSet(ctx context.Context, rec *recorder, cls []*client.Client) {
+	for i := 0; ctx.Err() == nil; i++ {
+		k, v := fmt.Sprintf("set/%06d", i), fmt.Sprint("v", i)
+		start := time.Now()
+		_, err := cls[i%len(cls)].Put(context.Background(), []byte(k), []byte(v), client.PutOptions{})
+		rec.perf.Record("set", start, time.Now(), perfErr(err))
+		if err == nil {
+			rec.mu.Lock()
+			rec.acked[k] = v
+			rec.mu.Unlock()
+		}
+	}
+}

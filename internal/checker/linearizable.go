@@ -1,0 +1,134 @@
+package checker
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+type regInput struct {
+	kind     Kind
+	value    string
+	expected string
+}
+
+type regOutput struct {
+	value   string // read result
+	ok      bool   // cas applied
+	unknown bool
+}
+
+// registerModel is a key-value map of registers with compare-and-set,
+// partitioned per key.
+var registerModel = porcupine.Model{
+	Partition: func(history []porcupine.Operation) [][]porcupine.Operation {
+		byKey := map[string][]porcupine.Operation{}
+		var keys []string
+		for _, op := range history {
+			k := op.Input.(keyed).key
+			if _, ok := byKey[k]; !ok {
+				keys = append(keys, k)
+			}
+			byKey[k] = append(byKey[k], op)
+		}
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, byKey[k])
+		}
+		return out
+	},
+	Init: func() interface{} { return "" },
+	Step: func(state, input, output interface{}) (bool, interface{}) {
+		s := state.(string)
+		in := input.(keyed).in
+		out := output.(regOutput)
+		switch in.kind {
+		case Read:
+			return out.value == s, s
+		case Write:
+			return true, in.value
+		default: // CAS
+			if out.unknown {
+				if s == in.expected {
+					return true, in.value
+				}
+				return true, s
+			}
+			if out.ok {
+				return s == in.expected, in.value
+			}
+			return s != in.expected, s
+		}
+	},
+	Equal: func(a, b interface{}) bool { return a.(string) == b.(string) },
+	DescribeOperation: func(input, output interface{}) string {
+		in := input.(keyed)
+		out := output.(regOutput)
+		switch in.in.kind {
+		case Read:
+			return fmt.Sprintf("get(%s) -> %q", in.key, out.value)
+		case Write:
+			return fmt.Sprintf("put(%s, %q)%s", in.key, in.in.value, unk(out))
+		}
+		return fmt.Sprintf("cas(%s, %q -> %q) -> %v%s", in.key, in.in.expected, in.in.value, out.ok, unk(out))
+	},
+}
+
+func unk(o regOutput) string {
+	if o.unknown {
+		return " (unknown)"
+	}
+	return ""
+}
+
+type keyed struct {
+	key string
+	in  regInput
+}
+
+// ToPorcupine converts a history: reads that failed are dropped (they
+// observed nothing), definite failures of writes are dropped (they did not
+// happen), and unknown writes may take effect at any time after their call.
+func ToPorcupine(h []Op) []porcupine.Operation {
+	var ops []porcupine.Operation
+	for _, o := range h {
+		ret := o.Return
+		out := regOutput{value: o.Value}
+		switch {
+		case o.Outcome == Fail && o.Kind != CAS:
+			continue
+		case o.Outcome == Unknown && o.Kind == Read:
+			continue
+		case o.Outcome == Unknown:
+			ret, out.unknown = math.MaxInt64, true
+		}
+		if o.Kind == CAS {
+			out.ok = o.Outcome == OK
+		}
+		ops = append(ops, porcupine.Operation{
+			ClientId: o.Client,
+			Input:    keyed{key: o.Key, in: regInput{kind: o.Kind, value: o.Value, expected: o.Expected}},
+			Call:     o.Call, Output: out, Return: ret,
+		})
+	}
+	return ops
+}
+
+// Linearizable checks h. When it is not, and visualization is not empty,
+// porcupine's HTML explanation is written there. A check that times out
+// counts as not proven (false, with unknown=true).
+func Linearizable(h []Op, timeout time.Duration, visualization string) (ok bool, unknown bool, err error) {
+	res, info := porcupine.CheckOperationsVerbose(registerModel, ToPorcupine(h), timeout)
+	switch res {
+	case porcupine.Ok:
+		return true, false, nil
+	case porcupine.Unknown:
+		return false, true, nil
+	}
+	if visualization != "" {
+		err = porcupine.VisualizePath(registerModel, info, visualization)
+	}
+	return false, false, err
+}
