@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/spf13/cobra"
+)
+
+type benchOpts struct {
+	target, workload, consistency, mix, replicas, sweep, out, label, distribution string
+	clients, conns, keySize, valSize, fieldCount, fieldLength                     int
+	total, keys, records                                                          uint64
+	duration, warmup, timeout                                                     time.Duration
+	rate                                                                          float64
+	sequential, noPreload                                                         bool
+	seed                                                                          int64
+}
+
+func newBenchCmd() *cobra.Command {
+	var o benchOpts
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Load a Cairn cluster (or etcd) and measure throughput and latency",
+		Long: `Run a workload against Cairn (--target http://h:p,...) or etcd
+(--target etcd://h:p,...) with a closed loop (--clients over --conns) or an
+open loop (--rate, latency from the intended send time), optionally as a
+concurrency sweep, and write results.json plus per-operation CSVs to --out.
+
+Workloads: ` + strings.Join(bench.Workloads, ", "),
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBench(cmd, o) },
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.target, "target", "http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082", "Cairn nodes (http://…) or etcd members (etcd://h:p,h:p)")
+	f.StringVar(&o.workload, "workload", "put", "workload: "+strings.Join(bench.Workloads, ", "))
+	f.IntVar(&o.clients, "clients", 1, "concurrent clients (closed loop)")
+	f.IntVar(&o.conns, "conns", 0, "connections shared by the clients (default: one per client, at most 100)")
+	f.Uint64Var(&o.total, "total", 0, "measured operations (0: run for --duration)")
+	f.DurationVar(&o.duration, "duration", 10*time.Second, "measured time when --total is 0 (per sweep point)")
+	f.DurationVar(&o.warmup, "warmup", time.Second, "load before measuring")
+	f.Float64Var(&o.rate, "rate", 0, "open loop: operations per second (latency from the intended send time)")
+	f.StringVar(&o.sweep, "sweep", "", "concurrency sweep, e.g. 1,2,4,8,16,32,64")
+	f.IntVar(&o.keySize, "key-size", 8, "key size in bytes (put, range, large)")
+	f.IntVar(&o.valSize, "val-size", 256, "value size in bytes (put, range; entity when set explicitly)")
+	f.BoolVar(&o.sequential, "sequential-keys", false, "use keys in order instead of at random")
+	f.Uint64Var(&o.keys, "keys", 10000, "key space (put, range, entity ids 1..N, large)")
+	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
+	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large)")
+	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
+	f.Uint64Var(&o.records, "records", 1000, "YCSB record count (load phase)")
+	f.IntVar(&o.fieldCount, "field-count", 10, "YCSB fields per record")
+	f.IntVar(&o.fieldLength, "field-length", 100, "YCSB bytes per field")
+	f.StringVar(&o.distribution, "distribution", "", "YCSB request distribution: zipfian, uniform or latest (default per workload)")
+	f.BoolVar(&o.noPreload, "no-preload", false, "skip the load phase (range, ycsb, large)")
+	f.StringVar(&o.out, "out", "", "directory for results.json and CSVs")
+	f.StringVar(&o.label, "label", "", "name of this run in reports (default: target kind and workload)")
+	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of one operation")
+	f.Int64Var(&o.seed, "seed", 1, "random seed")
+	return cmd
+}
+
+func parseSweep(s string) ([]int, error) {
+	if s == "" {
+		return nil, nil
+	}
+	var out []int
+	for _, p := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n < 1 || n > 100000 {
+			return nil, usageError{fmt.Errorf("--sweep: bad concurrency %q", p)}
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func runBench(cmd *cobra.Command, o benchOpts) error {
+	mix, err := bench.ParseMix(o.mix)
+	if err != nil {
+		return usageError{err}
+	}
+	if o.consistency != "l" && o.consistency != "s" && o.consistency != "linearizable" && o.consistency != "serializable" {
+		return usageError{fmt.Errorf("--consistency must be l or s")}
+	}
+	serializable := strings.HasPrefix(o.consistency, "s")
+	valSize := o.valSize
+	if o.workload == "entity" && !cmd.Flags().Changed("val-size") {
+		valSize = 0 // the classic scripts' value<id>
+	}
+	params := bench.Params{Workload: o.workload, KeySize: o.keySize, ValSize: valSize, Keys: o.keys, Sequential: o.sequential,
+		Consistency: map[bool]string{true: "serializable", false: "linearizable"}[serializable], Mix: mix, Replicas: o.replicas,
+		Records: o.records, FieldCount: o.fieldCount, FieldLength: o.fieldLength, Distribution: o.distribution}
+	wl, err := bench.NewWorkload(params)
+	if err != nil {
+		return usageError{err}
+	}
+	sweep, err := parseSweep(o.sweep)
+	if err != nil {
+		return err
+	}
+	levels := sweep
+	if levels == nil {
+		levels = []int{o.clients}
+	}
+	maxConns := 0
+	for _, c := range levels {
+		maxConns = max(maxConns, connsFor(o.conns, c))
+	}
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas, Timeout: o.timeout})
+	if err != nil {
+		return usageError{err}
+	}
+	defer drv.Close()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	stderr := cmd.ErrOrStderr()
+	res := &bench.Result{Workload: o.workload, Target: o.target, TargetKind: bench.TargetKind(o.target),
+		Machine: bench.ThisMachine(version), StartedAt: time.Now().UTC(), Approximations: wl.Approximations(), Label: o.label}
+	if res.Label == "" {
+		res.Label = res.TargetKind + " " + o.workload
+	}
+	res.Params = map[string]any{"workload": params, "clients": o.clients, "conns": o.conns, "total": o.total,
+		"duration": o.duration.String(), "warmup": o.warmup.String(), "rate": o.rate, "sweep": sweep,
+		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
+	if !o.noPreload {
+		if n, _ := wl.Preload(); n > 0 {
+			fmt.Fprintf(stderr, "preloading %d records (the %s workload reads them)…\n", n, o.workload)
+			start := time.Now()
+			if res.Preloaded, err = bench.Preload(ctx, drv, wl, min(maxConns*4, 256), o.timeout); err != nil {
+				return err
+			}
+			fmt.Fprintf(stderr, "preloaded %d records in %v\n", res.Preloaded, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	tty := isTerminal(os.Stderr)
+	var best bench.RunResult
+	for i, c := range levels {
+		if len(levels) > 1 {
+			fmt.Fprintf(stderr, "sweep %d/%d: %d clients\n", i+1, len(levels), c)
+		}
+		run, err := bench.Run(ctx, drv, wl, bench.RunConfig{Clients: c, Conns: connsFor(o.conns, c), Total: o.total,
+			Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, Seed: o.seed, Progress: stderr, TTY: tty})
+		if err != nil {
+			return err
+		}
+		res.Sweep = append(res.Sweep, bench.SweepPoint{Clients: run.Clients, Conns: run.Conns, Ops: run.All.Ops,
+			Errors: run.All.Errors, Throughput: run.All.Throughput, LatencyMs: run.All.Latency})
+		if i == 0 || run.All.Throughput > best.All.Throughput {
+			best = run
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(levels) == 1 {
+		res.Sweep = nil
+	}
+	res.Fill(best)
+	res.PrintSummary(cmd.OutOrStdout())
+	if o.out != "" {
+		if err := res.Write(o.out); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "results written to %s\n", o.out)
+	}
+	return nil
+}
+
+// connsFor: the default is one connection per client, at most 100.
+func connsFor(conns, clients int) int {
+	if conns > 0 {
+		return min(conns, clients)
+	}
+	return min(clients, 100)
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/chaos"
+	"github.com/cairn-db/cairn/internal/report"
+	"github.com/spf13/cobra"
+)
+
+func newChaosCmd() *cobra.Command {
+	var (
+		list, all      bool
+		scenario, out  string
+		duration       time.Duration
+		nodes, clients int
+		keys           int
+	)
+	cmd := &cobra.Command{
+		Use:   "chaos",
+		Short: "Run fault-injection scenarios against a local cluster and check the results",
+		Long: `Start a local cluster of cairn serve processes (with their fault hook on),
+run a recorded client workload, inject the scenario's faults, heal, and check:
+linearizability per key (porcupine), acknowledged writes lost, replicas
+diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			w := cmd.OutOrStdout()
+			if list {
+				for _, n := range chaos.Names() {
+					s := chaos.Scenarios[n]
+					fmt.Fprintf(w, "%-22s %s\n", n, s.Description)
+				}
+				return nil
+			}
+			var names []string
+			switch {
+			case all:
+				names = chaos.Names()
+			case scenario != "":
+				if _, ok := chaos.Scenarios[scenario]; !ok {
+					return usageError{fmt.Errorf("unknown scenario %q (cairn chaos --list)", scenario)}
+				}
+				names = []string{scenario}
+			default:
+				return usageError{fmt.Errorf("give --scenario NAME, --all or --list")}
+			}
+			if out == "" {
+				out = filepath.Join(os.TempDir(), fmt.Sprintf("cairn-chaos-%d", time.Now().Unix()))
+			}
+			bin, err := os.Executable()
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			failed := 0
+			for _, n := range names {
+				dir := out
+				if len(names) > 1 {
+					dir = filepath.Join(out, n)
+				}
+				ok, err := runScenario(ctx, cmd, chaos.Scenarios[n], bin, dir, duration, nodes, clients, keys)
+				if err != nil {
+					return err
+				}
+				if !ok {
+					failed++
+				}
+				if ctx.Err() != nil {
+					break
+				}
+			}
+			if failed > 0 {
+				return fmt.Errorf("%d scenario(s) failed a check", failed)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&list, "list", false, "list the scenarios")
+	f.BoolVar(&all, "all", false, "run every scenario")
+	f.StringVar(&scenario, "scenario", "", "scenario to run")
+	f.StringVar(&out, "out", "", "results directory (default a new temporary one)")
+	f.DurationVar(&duration, "duration", 40*time.Second, "length of the workload (raised to the scenario's minimum)")
+	f.IntVar(&nodes, "nodes", 3, "cluster size")
+	f.IntVar(&clients, "clients", 6, "register clients")
+	f.IntVar(&keys, "keys", 8, "register keys")
+	return cmd
+}
+
+func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int) (bool, error) {
+	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return false, err
+	}
+	d = max(d, s.MinDuration)
+	res := &chaos.Result{Scenario: s.Name}
+	if s.Cgroups {
+		if err := chaos.CgroupsSupported(); err != nil {
+			res.Skipped = err.Error()
+			fmt.Fprintf(w, "%s: SKIPPED: %v\n", s.Name, err)
+			return true, res.Write(dir)
+		}
+	}
+	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d,
+		Workload: chaos.WorkloadConfig{Clients: clients, Keys: keys}, Steps: s.Steps(d), Progress: errw})
+	if err != nil {
+		return false, err
+	}
+	if err := r.Write(dir); err != nil {
+		return false, err
+	}
+	writeChaosChart(r, dir)
+	verdict := "PASS"
+	if !r.Passed() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(w, "%s: %s — %d ops, linearizable %v, lost writes %d of %d, replicas converged %v\n",
+		s.Name, verdict, r.Ops, r.Linearizable, r.LostWrites, r.AckedWrites, r.ReplicasConverged)
+	for _, f := range r.Faults {
+		msg := ""
+		if f.Error != "" {
+			msg = " error: " + f.Error
+		}
+		fmt.Fprintf(w, "  %-10s %-9s node %d  %5.1fs–%5.1fs  unavailable %d ms  client errors %d  recovery %d ms  ops/s %.0f (baseline %.0f)%s\n",
+			f.Kind, f.Param, f.Node, float64(f.StartMs)/1000, float64(f.EndMs)/1000, f.UnavailableMs, f.ClientErrors, f.RecoveryMs,
+			f.ThroughputDuring, f.Baseline, msg)
+	}
+	if !r.Linearizable {
+		fmt.Fprintf(w, "  not linearizable: see %s\n", filepath.Join(dir, "linearizability.html"))
+	}
+	if len(r.LostKeys) > 0 {
+		fmt.Fprintf(w, "  lost: %s\n", strings.Join(r.LostKeys[:min(10, len(r.LostKeys))], ", "))
+	}
+	for _, dv := range r.Diverged {
+		fmt.Fprintf(w, "  diverged: %s\n", dv)
+	}
+	return r.Passed(), nil
+}
+
+func writeChaosChart(r *chaos.Result, dir string) {
+	thr := report.Series{Name: "ops/s"}
+	p99 := report.Series{Name: "p99 ms"}
+	for _, p := range r.Series {
+		thr.X, thr.Y = append(thr.X, float64(p.Second)), append(thr.Y, p.Throughput)
+		p99.X, p99.Y = append(p99.X, float64(p.Second)), append(p99.Y, p.P99)
+	}
+	var bands [][2]float64
+	for _, f := range r.Faults {
+		bands = append(bands, [2]float64{float64(f.StartMs) / 1000, float64(f.EndMs) / 1000})
+	}
+	_ = os.WriteFile(filepath.Join(dir, "throughput.svg"), []byte(report.LineChartBands(r.Scenario+": throughput (faults shaded)", "second", "ops/s", []report.Series{thr}, bands)), 0o644)
+	_ = os.WriteFile(filepath.Join(dir, "p99.svg"), []byte(report.LineChartBands(r.Scenario+": p99 latency (faults shaded)", "second", "ms", []report.Series{p99}, bands)), 0o644)
+}

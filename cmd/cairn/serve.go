@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/server"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func newServeCmd() *cobra.Command {
+	var (
+		nodeID                  uint64
+		httpAddr, peerAddr      string
+		initialCluster, dataDir string
+		shards, replication     int
+		requestTimeout, tick    time.Duration
+		maxKey, maxValue        int
+		maxInflight             int
+		unsafeNoSync            bool
+		faultInjection          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run one Cairn node",
+		Long: `Run one Cairn node. On first start the node bootstraps its shards from
+--initial-cluster, --shards and --replication; on restart it recovers from
+--data-dir and ignores bootstrap flags that conflict with what it persisted
+(with a warning).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			peers, err := server.ParseCluster(initialCluster)
+			if err != nil {
+				return err
+			}
+			if nodeID == 0 {
+				return fmt.Errorf("--node-id is required (a positive integer)")
+			}
+			if peerAddr == "" {
+				peerAddr = peers[nodeID]
+			}
+			if unsafeNoSync {
+				slog.Warn("UNSAFE: --unsafe-no-sync is on; acknowledged writes can be lost on a crash")
+			}
+			srv, err := server.New(server.Config{
+				NodeID: nodeID, HTTPAddr: httpAddr, PeerAddr: peerAddr, InitialCluster: peers,
+				DataDir: dataDir, Shards: shards, Replication: replication,
+				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
+				MaxInflight: maxInflight, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
+				Version: version, Logger: slog.Default(),
+			})
+			if err != nil {
+				return err
+			}
+			srv.Start()
+			sig := make(chan os.Signal, 1)
+			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+			s := <-sig
+			slog.Info("stopping", "signal", s.String())
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return srv.Stop(ctx)
+		},
+	}
+	f := cmd.Flags()
+	f.Uint64Var(&nodeID, "node-id", 0, "this node's id in --initial-cluster (required)")
+	f.StringVar(&httpAddr, "http-addr", "127.0.0.1:8080", "client HTTP listen address")
+	f.StringVar(&peerAddr, "peer-addr", "", "peer gRPC listen address (default: this node's --initial-cluster address)")
+	f.StringVar(&initialCluster, "initial-cluster", "1=127.0.0.1:9080", "every node as id=peer-host:port, comma separated")
+	f.StringVar(&dataDir, "data-dir", "./cairn-data/node-1", "directory of this node's data")
+	f.IntVar(&shards, "shards", 16, "number of shards at bootstrap")
+	f.IntVar(&replication, "replication", 3, "replicas per shard at bootstrap")
+	f.DurationVar(&requestTimeout, "request-timeout", 5*time.Second, "default deadline of a client request")
+	f.IntVar(&maxKey, "max-key-size", 4096, "largest key in bytes (400 above)")
+	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
+	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
+	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
+	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
+	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
+	return cmd
+}

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: a three-member etcd (Debian's etcd-server, fsync on,
+# default settings) and a three-node Cairn (fsync on, default settings), both
+# on 127.0.0.1, driven by `cairn bench` in one run; then `cairn report`.
+#
+#   make bench-vs-etcd                  # writes docs/benchmarks/vs-etcd/
+#   DURATION=30s OUT=/tmp/r make bench-vs-etcd
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DURATION=${DURATION:-20s}
+SWEEP_DURATION=${SWEEP_DURATION:-8s}
+SWEEP=${SWEEP:-1,2,4,8,16,32,64,128}
+RECORDS=${RECORDS:-10000}
+OUT=${OUT:-docs/benchmarks/vs-etcd}
+CAIRN=${CAIRN:-bin/cairn}
+ETCD_BASE=${ETCD_BASE:-32370}   # clients on +1..+3, peers on +11..+13
+CAIRN_BASE=${CAIRN_BASE:-18180} # HTTP on +0..+2, peers on +1000..+1002
+
+if ! command -v etcd >/dev/null; then
+  echo "installing Debian's etcd-server…"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq && $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+fi
+[ -x "$CAIRN" ] || make build
+
+WORK=$(mktemp -d /tmp/cairn-vs-etcd.XXXXXX)
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT INT TERM
+
+# etcd: three members.
+cluster=""
+for i in 1 2 3; do cluster+="e$i=http://127.0.0.1:$((ETCD_BASE+10+i)),"; done
+cluster=${cluster%,}
+for i in 1 2 3; do
+  etcd --name "e$i" --data-dir "$WORK/etcd-$i" \
+    --listen-client-urls "http://127.0.0.1:$((ETCD_BASE+i))" --advertise-client-urls "http://127.0.0.1:$((ETCD_BASE+i))" \
+    --listen-peer-urls "http://127.0.0.1:$((ETCD_BASE+10+i))" --initial-advertise-peer-urls "http://127.0.0.1:$((ETCD_BASE+10+i))" \
+    --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token cairn-bench \
+    >"$WORK/etcd-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+ETCD="etcd://127.0.0.1:$((ETCD_BASE+1)),127.0.0.1:$((ETCD_BASE+2)),127.0.0.1:$((ETCD_BASE+3))"
+
+# Cairn: three nodes.
+peers=""
+for i in 1 2 3; do peers+="$i=127.0.0.1:$((CAIRN_BASE+999+i)),"; done
+peers=${peers%,}
+for i in 1 2 3; do
+  "$CAIRN" serve --node-id "$i" --http-addr "127.0.0.1:$((CAIRN_BASE+i-1))" --peer-addr "127.0.0.1:$((CAIRN_BASE+999+i))" \
+    --initial-cluster "$peers" --data-dir "$WORK/cairn-$i" >"$WORK/cairn-$i.log" 2>&1 &
+  PIDS+=($!)
+done
+CAIRN_T="http://127.0.0.1:$CAIRN_BASE,http://127.0.0.1:$((CAIRN_BASE+1)),http://127.0.0.1:$((CAIRN_BASE+2))"
+
+echo "waiting for both clusters…"
+for _ in $(seq 1 150); do
+  ok=1
+  for i in 1 2 3; do curl -fsS "http://127.0.0.1:$((ETCD_BASE+i))/health" 2>/dev/null | grep -q true || ok=0; done
+  curl -fsS "http://127.0.0.1:$CAIRN_BASE/v1/cluster" 2>/dev/null | grep -q '"leader": 0' && ok=0
+  curl -fsS "http://127.0.0.1:$CAIRN_BASE/v1/cluster" >/dev/null 2>&1 || ok=0
+  [ $ok = 1 ] && break
+  sleep 0.2
+done
+[ $ok = 1 ] || { echo "clusters did not become ready"; tail "$WORK"/*.log; exit 1; }
+
+RES="$WORK/results"
+mkdir -p "$RES"
+run() { # label target args...
+  local label=$1 target=$2; shift 2
+  echo "== $label"
+  "$CAIRN" bench --target "$target" --label "$label" --out "$RES/${label// /_}" --duration "$DURATION" "$@" | grep -E "throughput|99%|errors by kind" || true
+}
+for sys in cairn etcd; do
+  t=$CAIRN_T; [ $sys = etcd ] && t=$ETCD
+  run "$sys put-1"          "$t" --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
+  run "$sys put-1000"       "$t" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+  run "$sys range-lin-1000" "$t" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
+  run "$sys range-ser-1000" "$t" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
+  run "$sys ycsb-a"         "$t" --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
+done
+run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
+
+# Fsync efficiency on Cairn: storage syncs and HTTP requests counted by the nodes.
+for i in 1 2 3; do
+  curl -fsS "http://127.0.0.1:$((CAIRN_BASE+i-1))/metrics" | grep -E '^cairn_storage_(syncs|commits)_total' | sed "s/^/node $i: /"
+done > "$RES/cairn-metrics.txt" || true
+
+mkdir -p "$OUT"
+rm -f "$OUT"/*.svg "$OUT"/report.md "$OUT"/report.html
+dirs=()
+for sys in cairn etcd; do
+  for c in put-1 put-1000 range-lin-1000 range-ser-1000 ycsb-a; do dirs+=("$RES/${sys}_$c"); done
+done
+dirs+=("$RES/cairn_entity-4")
+# Interleave so the report's first (baseline) run is Cairn's and pairs sit together.
+"$CAIRN" report "${dirs[@]}" --out "$OUT" --title "Cairn vs etcd, side by side"
+{
+  echo "# Machine and versions"
+  echo
+  echo "- date: $(date -u +%FT%TZ)"
+  echo "- CPU: $(nproc) × $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //')"
+  echo "- memory: $(free -h | awk '/Mem:/{print $2}')"
+  echo "- kernel: $(uname -r)"
+  echo "- disk: $(df -h "$WORK" | awk 'NR==2{print $1, $2}')"
+  echo "- etcd: $(etcd --version | head -1)"
+  echo "- cairn: $("$CAIRN" version)"
+  echo "- go: $(go version 2>/dev/null || echo n/a)"
+  echo "- durations: $DURATION per run, $SWEEP_DURATION per sweep point; sweep $SWEEP; YCSB records $RECORDS"
+  echo
+  echo "Both systems fsync every acknowledged write (defaults). Load generator, three etcd"
+  echo "members and three Cairn nodes share this machine; the idle system is running while"
+  echo "the other is measured."
+  echo
+  echo "## Cairn storage counters at the end of the run"
+  echo
+  echo '```'
+  cat "$RES/cairn-metrics.txt"
+  echo '```'
+} > "$OUT/machine.md"
+echo "report: $OUT/report.md"
