@@ -1,0 +1,50 @@
+# Cairn — the two commands: `make demo` and `make test`.
+GO      ?= go
+BIN     := bin/cairn
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+# Every package but the integration tests (those run real processes).
+PKGS     = $(shell $(GO) list ./... | grep -v /test/)
+
+.PHONY: all build demo test unit race fuzz lint integration clean bench-vs-etcd
+
+all: build
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/cairn
+
+# A local three-node cluster on 127.0.0.1:8080-8082, data in ./cairn-data.
+demo: build
+	./$(BIN) demo
+
+# The whole suite: formatting, vet, unit and in-process cluster tests (with
+# the race detector), integration tests against real processes, and short
+# fuzz runs of the parsers.
+test: lint race fuzz integration
+
+lint:
+	@out="$$(gofmt -l cmd internal client test 2>/dev/null)"; \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+unit:
+	$(GO) test -count=1 $(PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+
+integration:
+	$(GO) test -count=1 -timeout 15m ./test/...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzHandler$$' -fuzztime=15s ./internal/api/http/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseReplicas$$' -fuzztime=5s ./internal/api/http/
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=10s ./internal/wire/
+
+clean:
+	rm -rf bin
+
+# Cairn and a three-member etcd side by side on this machine; writes
+# docs/benchmarks/vs-etcd/. Installs Debian's etcd-server if missing.
+bench-vs-etcd: build
+	scripts/bench-vs-etcd.sh
