@@ -15,13 +15,13 @@ import (
 )
 
 type benchOpts struct {
-	target, workload, consistency, mix, replicas, sweep, out, label, distribution string
-	clients, conns, keySize, valSize, fieldCount, fieldLength                     int
-	total, keys, records                                                          uint64
-	duration, warmup, timeout                                                     time.Duration
-	rate                                                                          float64
-	sequential, noPreload                                                         bool
-	seed                                                                          int64
+	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion string
+	clients, conns, keySize, valSize, fieldCount, fieldLength                                  int
+	total, keys, records                                                                       uint64
+	duration, warmup, timeout                                                                  time.Duration
+	rate                                                                                       float64
+	sequential, noPreload                                                                      bool
+	seed                                                                                       int64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -55,6 +55,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
 	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
+	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (one request at a time per connection, as wrk) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
 	f.Uint64Var(&o.records, "records", 1000, "YCSB record count (load phase)")
 	f.IntVar(&o.fieldCount, "field-count", 10, "YCSB fields per record")
 	f.IntVar(&o.fieldLength, "field-length", 100, "YCSB bytes per field")
@@ -114,7 +115,11 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	for _, c := range levels {
 		maxConns = max(maxConns, connsFor(o.conns, c))
 	}
-	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas, Timeout: o.timeout})
+	if o.httpVersion != "1.1" && o.httpVersion != "2" {
+		return usageError{fmt.Errorf("--http must be 1.1 or 2, got %q", o.httpVersion)}
+	}
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
+		Timeout: o.timeout, HTTP2: o.httpVersion == "2"})
 	if err != nil {
 		return usageError{err}
 	}
@@ -130,6 +135,9 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	res.Params = map[string]any{"workload": params, "clients": o.clients, "conns": o.conns, "total": o.total,
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "rate": o.rate, "sweep": sweep,
 		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
+	if res.TargetKind == "cairn" {
+		res.Params["http"] = o.httpVersion
+	}
 	if !o.noPreload {
 		if n, _ := wl.Preload(); n > 0 {
 			fmt.Fprintf(stderr, "preloading %d records (the %s workload reads them)…\n", n, o.workload)

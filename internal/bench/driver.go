@@ -35,6 +35,11 @@ type DriverConfig struct {
 	Conns        int
 	Serializable bool
 	Replicas     string // v0 replicas=ACK/FROM for entity ops
+	// HTTP2 makes the Cairn driver speak HTTP/2 without TLS (h2c, prior
+	// knowledge), so each connection carries many requests at once, as
+	// etcd's gRPC connections do. Off: HTTP/1.1, one request at a time per
+	// connection (what wrk and curl do).
+	HTTP2 bool
 	Timeout      time.Duration
 }
 
@@ -64,7 +69,8 @@ func TargetKind(target string) string {
 }
 
 // httpDriver talks to Cairn nodes; connection i is pinned to node
-// i mod len(nodes) and is one keep-alive TCP connection.
+// i mod len(nodes) and is one keep-alive TCP connection (HTTP/1.1, or
+// HTTP/2 carrying many requests at once with DriverConfig.HTTP2).
 type httpDriver struct {
 	c       DriverConfig
 	bases   []string
@@ -89,6 +95,11 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 			MaxConnsPerHost:     1,
 			MaxIdleConnsPerHost: 1,
 			IdleConnTimeout:     90 * time.Second,
+		}
+		if c.HTTP2 {
+			tr.Protocols = new(http.Protocols)
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			tr.HTTP2 = &http.HTTP2Config{StrictMaxConcurrentRequests: true}
 		}
 		d.clients = append(d.clients, &http.Client{Transport: tr, Timeout: c.Timeout})
 	}

@@ -208,7 +208,14 @@ func (s *Server) build() error {
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
 	}
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	// HTTP/1.1 for curl and wrk-style clients, and HTTP/2 without TLS
+	// (prior knowledge, "h2c") for clients that multiplex many requests
+	// over few connections, as etcd's gRPC clients do.
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	protos.SetUnencryptedHTTP2(true)
+	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+		Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}}
 	return nil
 }
 
@@ -227,6 +234,10 @@ func (s *Server) warnConflicts(id identity) {
 		s.log.Warn("ignoring --initial-cluster: persisted membership wins", "flag", c.InitialCluster, "persisted", id.Peers)
 	}
 }
+
+// h2Streams bounds the requests one HTTP/2 connection carries at once;
+// the node-wide bound is --max-inflight.
+const h2Streams = 1000
 
 // Start serves HTTP and starts the replicas.
 func (s *Server) Start() {

@@ -17,6 +17,7 @@ func TestBenchAndReportEndToEnd(t *testing.T) {
 	runs := map[string][]string{
 		"entity": {"--workload", "entity", "--clients", "4", "--duration", "2s", "--warmup", "500ms", "--replicas", "2/3"},
 		"range":  {"--workload", "range", "--keys", "200", "--clients", "8", "--conns", "2", "--total", "1000", "--consistency", "s"},
+		"put-h2": {"--workload", "put", "--clients", "16", "--conns", "2", "--total", "500", "--http", "2"},
 		"ycsb":   {"--workload", "ycsb-a", "--records", "200", "--sweep", "1,4", "--duration", "1s", "--warmup", "200ms"},
 	}
 	var outs []string
@@ -58,6 +59,10 @@ func TestBenchAndReportEndToEnd(t *testing.T) {
 		case "range":
 			if res.Ops != 1000 || res.Preloaded != 200 {
 				t.Fatalf("range: %d ops, %d preloaded", res.Ops, res.Preloaded)
+			}
+		case "put-h2":
+			if res.Ops != 500 || res.Errors != 0 {
+				t.Fatalf("put over HTTP/2: %d ops, %d errors", res.Ops, res.Errors)
 			}
 		case "ycsb":
 			if len(res.Sweep) != 2 {

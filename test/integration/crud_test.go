@@ -28,6 +28,32 @@ func TestHealthyCluster(t *testing.T) {
 	t.Run("BadInputChangesNothing", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("RequestIDs", func(t *testing.T) { testRequestIDs(t, c) })
 	t.Run("StatusClusterMetrics", func(t *testing.T) { testEndpoints(t, c) })
+	t.Run("HTTP2WithoutTLS", func(t *testing.T) { testH2C(t, c) })
+}
+
+// testH2C: every node also speaks HTTP/2 without TLS (prior knowledge), and
+// a write over it is read back over HTTP/1.1 through another node.
+func testH2C(t *testing.T, c *cluster) {
+	tr := &http.Transport{Protocols: new(http.Protocols)}
+	tr.Protocols.SetUnencryptedHTTP2(true)
+	h2 := &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	defer tr.CloseIdleConnections()
+	for i := 1; i <= 3; i++ {
+		key := fmt.Sprintf("h2c-%d", i)
+		req, err := http.NewRequest("PUT", c.v1URL(i, key, ""), strings.NewReader("over h2 "+key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := h2.Do(req)
+		if err != nil {
+			t.Fatalf("h2c PUT via node %d: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.ProtoMajor != 2 || resp.StatusCode != 201 {
+			t.Fatalf("h2c PUT via node %d: %s %d, want HTTP/2 201", i, resp.Proto, resp.StatusCode)
+		}
+		readEverywhere(t, c, key, "over h2 "+key)
+	}
 }
 
 // readEverywhere checks that a linearizable v0 and v1 GET through every

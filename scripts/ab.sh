@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Before/after: start a fresh three-node cluster of each given cairn binary in
+# turn on 127.0.0.1, run the same `cairn bench` against it, stop it. Used to
+# justify each performance change with a measurement (docs/performance.md).
+#
+#   scripts/ab.sh /tmp/cairn-before bin/cairn -- --workload put --clients 1000 --conns 100 --duration 8s
+#   ROUNDS=2 scripts/ab.sh A B -- …     # A B A B: shows the run-to-run noise
+#
+# Every run's results land in $OUT/<n>-<binary name>/ (default /tmp/cairn-ab).
+# Extra `cairn serve` flags for every node: SERVE_FLAGS="--shards 8".
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bins=()
+while [ $# -gt 0 ] && [ "$1" != "--" ]; do bins+=("$1"); shift; done
+[ "${1:-}" = "--" ] && shift
+[ ${#bins[@]} -ge 1 ] || { echo "usage: $0 BIN [BIN…] -- BENCH-FLAGS…"; exit 2; }
+ROUNDS=${ROUNDS:-1}
+OUT=${OUT:-/tmp/cairn-ab}
+BASE=${BASE:-18280} # HTTP on +0..+2, peers on +1000..+1002
+BENCH=${BENCH:-${bins[-1]}}
+mkdir -p "$OUT"
+
+PIDS=()
+WORK=""
+stop() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+  PIDS=()
+  [ -n "$WORK" ] && rm -rf "$WORK"
+  WORK=""
+}
+trap stop EXIT INT TERM
+
+# cpu_ticks: user + system clock ticks of the running nodes.
+cpu_ticks() {
+  local sum=0 p
+  for p in "${PIDS[@]}"; do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
+    set -- $(sed 's/.*) //' "/proc/$p/stat")
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo "$sum"
+}
+
+n=0
+for _ in $(seq 1 "$ROUNDS"); do
+  for bin in "${bins[@]}"; do
+    n=$((n + 1))
+    WORK=$(mktemp -d /tmp/cairn-ab-data.XXXXXX)
+    peers=""
+    for i in 1 2 3; do peers+="$i=127.0.0.1:$((BASE + 999 + i)),"; done
+    for i in 1 2 3; do
+      # shellcheck disable=SC2086
+      "$bin" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE + i - 1))" \
+        --initial-cluster "${peers%,}" --data-dir "$WORK/n$i" ${SERVE_FLAGS:-} >"$WORK/n$i.log" 2>&1 &
+      PIDS+=($!)
+    done
+    target="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2))"
+    for _ in $(seq 1 150); do
+      if curl -fsS "http://127.0.0.1:$BASE/v1/cluster" 2>/dev/null | grep -q '"leader": 0'; then
+        sleep 0.2
+      elif curl -fsS "http://127.0.0.1:$BASE/v1/cluster" >/dev/null 2>&1; then
+        break
+      else
+        sleep 0.2
+      fi
+    done
+    dir="$OUT/$n-$(basename "$bin")"
+    echo "== run $n: $bin"
+    cpu0=$(cpu_ticks)
+    "$BENCH" bench --target "$target" --out "$dir" "$@" 2>/dev/null |
+      grep -E "throughput|  (50|99)%|errors" || true
+    cpu1=$(cpu_ticks)
+    ops=$(grep -m1 -o '"ops": *[0-9]*' "$dir/results.json" | grep -o '[0-9]*$')
+    # CPU of the three nodes (user + system, warm-up included) per
+    # measured operation: steadier than throughput on a saturated machine.
+    awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
+      'BEGIN { if (ops > 0) printf "  nodes CPU: %.1f s, %.1f µs per op\n", t / hz, t / hz / ops * 1e6 }'
+    stop
+  done
+done
