@@ -39,8 +39,8 @@ type DriverConfig struct {
 	// knowledge), so each connection carries many requests at once, as
 	// etcd's gRPC connections do. Off: HTTP/1.1, one request at a time per
 	// connection (what wrk and curl do).
-	HTTP2 bool
-	Timeout      time.Duration
+	HTTP2   bool
+	Timeout time.Duration
 }
 
 // NewDriver picks the driver from the target's scheme.
