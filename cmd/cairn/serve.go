@@ -55,7 +55,7 @@ func newServeCmd() *cobra.Command {
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
 				MaxInflight: maxInflight, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
-				Version: version, Logger: slog.Default(),
+				Version: version, Logger: slog.Default(), TuneRuntime: true,
 			})
 			if err != nil {
 				return err

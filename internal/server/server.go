@@ -49,6 +49,10 @@ type Config struct {
 	FaultInjection bool
 	Version        string
 	Logger         *slog.Logger
+	// TuneRuntime applies the node's process-wide runtime settings (GC
+	// percent, a soft memory limit that follows the cgroup's; memlimit.go).
+	// Set by `cairn serve`; off for tests that host nodes in one process.
+	TuneRuntime bool
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
 }
@@ -89,6 +93,11 @@ type Server struct {
 	fresh  bool
 	log    *slog.Logger
 	faulty *transport.Faulty
+	// bg runs the runtime tuning goroutine (TuneRuntime).
+	bg struct {
+		cancel context.CancelFunc
+		done   chan struct{}
+	}
 }
 
 // faults is the node's fault hook for the admin API.
@@ -241,6 +250,16 @@ const h2Streams = 1000
 
 // Start serves HTTP and starts the replicas.
 func (s *Server) Start() {
+	if s.cfg.TuneRuntime {
+		tuneGC(s.log)
+		var ctx context.Context
+		ctx, s.bg.cancel = context.WithCancel(context.Background())
+		s.bg.done = make(chan struct{})
+		go func() {
+			defer close(s.bg.done)
+			followMemoryLimit(ctx, s.log)
+		}()
+	}
 	s.store.Start(s.fresh)
 	go func() {
 		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -260,6 +279,10 @@ func (s *Server) Stop(ctx context.Context) error {
 		_ = s.http.Shutdown(ctx)
 	}
 	s.closeAll()
+	if s.bg.cancel != nil {
+		s.bg.cancel()
+		<-s.bg.done
+	}
 	return nil
 }
 
