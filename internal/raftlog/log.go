@@ -77,6 +77,7 @@ type Log struct {
 		trunc truncState
 		last  uint64
 		cs    raftpb.ConfState
+		cache entryCache
 	}
 }
 
@@ -175,8 +176,11 @@ func (l *Log) LastIndex() (uint64, error) {
 func (l *Log) Term(i uint64) (uint64, error) {
 	l.mu.Lock()
 	trunc, last := l.mu.trunc, l.mu.last
+	t, cached := l.mu.cache.term(i)
 	l.mu.Unlock()
 	switch {
+	case cached:
+		return t, nil
 	case i == trunc.index:
 		return trunc.term, nil
 	case i < trunc.index:
@@ -212,12 +216,16 @@ func (l *Log) entry(i uint64) (raftpb.Entry, error) {
 func (l *Log) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 	l.mu.Lock()
 	trunc, last := l.mu.trunc, l.mu.last
+	cached, ok := l.mu.cache.get(lo, hi)
 	l.mu.Unlock()
 	if lo <= trunc.index {
 		return nil, raft.ErrCompacted
 	}
 	if hi > last+1 {
 		return nil, raft.ErrUnavailable
+	}
+	if ok {
+		return limitSize(cached, maxSize), nil
 	}
 	it, err := l.eng.NewIter(storage.LogKey(l.shard, lo), storage.LogKey(l.shard, hi))
 	if err != nil {
@@ -247,6 +255,19 @@ func (l *Log) Entries(lo, hi, maxSize uint64) ([]raftpb.Entry, error) {
 		return nil, raft.ErrCompacted
 	}
 	return out, nil
+}
+
+// limitSize keeps the longest prefix of ents within maxSize bytes (at
+// least one entry).
+func limitSize(ents []raftpb.Entry, maxSize uint64) []raftpb.Entry {
+	size := uint64(ents[0].Size())
+	for n := 1; n < len(ents); n++ {
+		size += uint64(ents[n].Size())
+		if size > maxSize {
+			return ents[:n:n]
+		}
+	}
+	return ents
 }
 
 // Snapshot implements raft.Storage by delegating to the replica.

@@ -56,6 +56,10 @@ func (l *Log) StageReady(b *storage.Batch, hs raftpb.HardState, ents []raftpb.En
 	return func() {
 		l.mu.Lock()
 		l.mu.trunc, l.mu.last, l.mu.cs = trunc, last, cs
+		if !raft.IsEmptySnap(snap) {
+			l.mu.cache.reset()
+		}
+		l.mu.cache.append(ents)
 		if hsSet {
 			l.mu.hs = hs
 		}
@@ -85,6 +89,7 @@ func (l *Log) StageTruncate(b *storage.Batch, index uint64) (Hook, error) {
 		l.mu.Lock()
 		if nt.index > l.mu.trunc.index {
 			l.mu.trunc = nt
+			l.mu.cache.truncate(nt.index)
 		}
 		l.mu.Unlock()
 	}, nil
