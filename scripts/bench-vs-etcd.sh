@@ -77,18 +77,21 @@ run() { # label target args...
   "$CAIRN" bench --target "$target" --label "$label" --out "$RES/${label// /_}" --duration "$DURATION" "$@" | grep -E "throughput|99%|errors by kind" || true
 }
 for sys in cairn etcd; do
-  t=$CAIRN_T; [ $sys = etcd ] && t=$ETCD
-  run "$sys put-1"          "$t" --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
-  run "$sys put-1000"       "$t" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
-  run "$sys range-lin-1000" "$t" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
-  run "$sys range-ser-1000" "$t" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
-  run "$sys ycsb-a"         "$t" --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
+  # Cairn over HTTP/2 (h2c): like etcd's gRPC, the clients are multiplexed
+  # over the connections instead of queueing for one each.
+  t=$CAIRN_T; proto=(--http 2)
+  [ $sys = etcd ] && { t=$ETCD; proto=(); }
+  run "$sys put-1"          "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
+  run "$sys put-1000"       "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+  run "$sys range-lin-1000" "$t" "${proto[@]}" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
+  run "$sys range-ser-1000" "$t" "${proto[@]}" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
+  run "$sys ycsb-a"         "$t" "${proto[@]}" --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
 done
 run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
 
 # Fsync efficiency on Cairn: storage syncs and HTTP requests counted by the nodes.
 for i in 1 2 3; do
-  curl -fsS "http://127.0.0.1:$((CAIRN_BASE+i-1))/metrics" | grep -E '^cairn_storage_(syncs|commits)_total' | sed "s/^/node $i: /"
+  curl -fsS "http://127.0.0.1:$((CAIRN_BASE+i-1))/metrics" | grep -E '^cairn_(storage_(syncs|commits|wal_fsyncs)_total|leader_writes_applied_total)' | sed "s/^/node $i: /"
 done > "$RES/cairn-metrics.txt" || true
 
 mkdir -p "$OUT"

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -346,5 +347,67 @@ func TestStalledLeaderHandsOver(t *testing.T) {
 	})
 	if _, _, err := healthy.coord.Put(ctx5(t), []byte("k"), []byte("after"), kv.WriteOptions{}); err != nil {
 		t.Fatalf("write after the hand-over: %v", err)
+	}
+}
+
+// lossyTransport loses the answer to the first forwarded write after the
+// leader has executed it, as a connection reset would, and records whether
+// each attempt's command was proposed as fresh.
+type lossyTransport struct {
+	transport.Transport
+	mu     sync.Mutex
+	fresh  []bool
+	failed bool
+}
+
+func (l *lossyTransport) Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error) {
+	resp, err := l.Transport.Request(ctx, to, req)
+	if req.Kind != wire.KindWrite {
+		return resp, err
+	}
+	var cmd wire.Command
+	if uerr := cmd.Unmarshal(req.Command); uerr != nil {
+		return nil, uerr
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.fresh = append(l.fresh, cmd.Fresh)
+	if !l.failed && err == nil && resp.Status == wire.StatusOK {
+		l.failed = true
+		return nil, errors.New("connection reset after the leader answered")
+	}
+	return resp, err
+}
+
+// A create-only write whose first answer is lost is retried under the same
+// coordinator-made request id, no longer fresh, so the retry is answered
+// from the dedup table (created) instead of failing its own condition.
+func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	var leader uint64
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, 1); leader == 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	follower := leader%3 + 1
+	lossy := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil)}
+	coord := kv.New(kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
+		Engine: c.nodes[follower].eng, Transport: lossy, DefaultTimeout: 5 * time.Second})
+	k := []byte("created-once")
+	v, created, err := coord.Put(ctx5(t), k, []byte("x"), kv.WriteOptions{Cond: kv.CondIfAbsent})
+	if err != nil || !created {
+		t.Fatalf("create-only write with a lost answer: v=%d created=%v err=%v", v, created, err)
+	}
+	lossy.mu.Lock()
+	fresh := append([]bool(nil), lossy.fresh...)
+	lossy.mu.Unlock()
+	if len(fresh) < 2 || !fresh[0] || fresh[len(fresh)-1] {
+		t.Fatalf("attempts proposed fresh: %v, want fresh first and not fresh on retry", fresh)
+	}
+	got, err := c.nodes[leader].coord.Get(ctx5(t), k, kv.ReadOptions{})
+	if err != nil || got.Version != v {
+		t.Fatalf("read back version %d want %d (%v)", got.Version, v, err)
 	}
 }
