@@ -96,6 +96,16 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if o.workload == "entity" && !cmd.Flags().Changed("val-size") {
 		valSize = 0 // the classic scripts' value<id>
 	}
+	if o.workload == "large" {
+		// Riak-volume style: fewer, bigger records (4–16 KiB each) and a
+		// long run, unless the flags say otherwise.
+		if !cmd.Flags().Changed("keys") {
+			o.keys = 1000
+		}
+		if !cmd.Flags().Changed("duration") {
+			o.duration = time.Minute
+		}
+	}
 	params := bench.Params{Workload: o.workload, KeySize: o.keySize, ValSize: valSize, Keys: o.keys, Sequential: o.sequential,
 		Consistency: map[bool]string{true: "serializable", false: "linearizable"}[serializable], Mix: mix, Replicas: o.replicas,
 		Records: o.records, FieldCount: o.fieldCount, FieldLength: o.fieldLength, Distribution: o.distribution}

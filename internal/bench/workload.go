@@ -97,9 +97,6 @@ func NewWorkload(p Params) (Workload, error) {
 		if err != nil {
 			return nil, err
 		}
-		if p.Keys == 10000 {
-			p.Keys = 1000
-		}
 		return &largeWL{p: p, mix: m, pool: randValue(16<<10+1024, 3)}, nil
 	}
 	if strings.HasPrefix(p.Workload, "ycsb-") {

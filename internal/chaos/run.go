@@ -78,7 +78,15 @@ type Result struct {
 
 // Passed reports whether every check passed.
 func (r *Result) Passed() bool {
-	return r.Skipped != "" || (r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged)
+	if r.Skipped != "" {
+		return true
+	}
+	for _, f := range r.Faults {
+		if f.Error != "" {
+			return false // a fault that was not injected proves nothing
+		}
+	}
+	return r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged
 }
 
 // Run starts a cluster, runs the workload and the faults, heals, checks.

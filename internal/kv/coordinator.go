@@ -161,10 +161,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	cmd := wire.Command{RequestID: opts.RequestID, UnixNano: time.Now().UnixNano(), Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
 		// Ids need to be unique, not secret: a fast generator will do.
-		// Nobody can have proposed this id before (onLeader marks the
-		// retries), so its first proposal skips the dedup lookup.
 		cmd.RequestID = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(make([]byte, 0, 16), rand.Uint64()), rand.Uint64())
-		cmd.Fresh = true
 	}
 	switch opts.Cond {
 	case CondIfMatch:

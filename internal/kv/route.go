@@ -22,12 +22,7 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	backoff := 5 * time.Millisecond
 	var lastErr error
 	next := 0 // round-robin over replicas when no leader is known
-	for attempt := 0; ; attempt++ {
-		if attempt > 0 && req.Kind == wire.KindWrite {
-			// An earlier attempt may have committed: this one must look
-			// its request id up when applied.
-			req.Command = wire.AsRetry(req.Command)
-		}
+	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
 			target = d.Replicas[next%len(d.Replicas)]

@@ -116,8 +116,6 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	var dk []byte
 	if len(cmd.RequestID) > 0 {
 		dk = storage.DedupKey(r.id, cmd.RequestID)
-	}
-	if dk != nil && !cmd.Fresh {
 		if rec, err := b.Get(dk); err == nil && len(rec) >= 8 {
 			var res wire.Result
 			if res.Unmarshal(rec[8:]) == nil {

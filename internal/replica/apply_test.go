@@ -109,28 +109,3 @@ func TestDedupReturnsFirstResult(t *testing.T) {
 		t.Fatalf("first %+v, retry %+v", res[0], res[1])
 	}
 }
-
-// A fresh command skips the dedup lookup but still records its id, so the
-// retry that AsRetry makes of it gets the first result back.
-func TestFreshCommandRecordsItsID(t *testing.T) {
-	r := testReplica(t)
-	fresh := wire.Command{RequestID: []byte("new-id"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent,
-		Key: []byte("k"), Value: []byte("v"), Fresh: true}
-	var retry wire.Command
-	if err := retry.Unmarshal(wire.AsRetry(fresh.Marshal())); err != nil || retry.Fresh {
-		t.Fatalf("AsRetry: %+v %v", retry, err)
-	}
-	for _, sizes := range []func() int{func() int { return 1 }, func() int { return 2 }} {
-		r := testReplica(t)
-		res := applyAll(r, []wire.Command{fresh, retry}, sizes)
-		if res[0].Status != wire.StatusOK || !res[0].Created || res[1].Result != res[0].Result {
-			t.Fatalf("first %+v, retry %+v", res[0], res[1])
-		}
-	}
-	// Without the lookup a fresh command evaluates its condition: proposed
-	// twice as fresh (which the coordinator never does) it would fail.
-	res := applyAll(r, []wire.Command{fresh, fresh}, func() int { return 1 })
-	if res[1].Status != wire.StatusPreconditionFailed {
-		t.Fatalf("a second fresh proposal was deduplicated: %+v", res[1])
-	}
-}

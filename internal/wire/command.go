@@ -33,30 +33,14 @@ type Command struct {
 	Version  uint64 // for CondIfMatch
 	Key      []byte
 	Value    []byte
-	// Fresh: the proposer made RequestID up for this command and this is
-	// its first proposal, so no earlier entry can carry the id and the
-	// apply loop skips the dedup lookup (it still records the id). A
-	// retried proposal is re-encoded with AsRetry, which clears it.
-	Fresh bool
 }
 
-// Encodings: v1 had no flags byte; v2 adds one after the version.
-const (
-	commandV1   = 1
-	commandV2   = 2
-	flagFresh   = 1 << 0
-	flagsOffset = 1
-)
+const commandV1 = 1
 
 // Marshal encodes c.
 func (c *Command) Marshal() []byte {
-	w := writer{b: make([]byte, 0, 25+len(c.RequestID)+len(c.Key)+len(c.Value))}
-	w.u8(commandV2)
-	var flags uint8
-	if c.Fresh {
-		flags |= flagFresh
-	}
-	w.u8(flags)
+	w := writer{b: make([]byte, 0, 24+len(c.RequestID)+len(c.Key)+len(c.Value))}
+	w.u8(commandV1)
 	w.bytes(c.RequestID)
 	w.i64(c.UnixNano)
 	w.u8(uint8(c.Op))
@@ -70,16 +54,7 @@ func (c *Command) Marshal() []byte {
 // Unmarshal decodes b into c; c's slices alias b.
 func (c *Command) Unmarshal(b []byte) error {
 	r := reader{b: b}
-	c.Fresh = false
-	switch v := r.u8(); {
-	case r.err != nil, v == commandV1:
-	case v == commandV2:
-		flags := r.u8()
-		if flags&^flagFresh != 0 {
-			r.fail("unknown command flags")
-		}
-		c.Fresh = flags&flagFresh != 0
-	default:
+	if v := r.u8(); v != commandV1 && r.err == nil {
 		r.fail("command version")
 	}
 	c.RequestID = r.bytes()
@@ -102,18 +77,6 @@ func (c *Command) Unmarshal(b []byte) error {
 		r.fail("request id too long")
 	}
 	return r.err
-}
-
-// AsRetry returns the encoded command b for proposing again: b itself when
-// it is not Fresh, else a copy with Fresh cleared (b may still be held by
-// the earlier proposal, so it is never changed).
-func AsRetry(b []byte) []byte {
-	if len(b) <= flagsOffset || b[0] != commandV2 || b[flagsOffset]&flagFresh == 0 {
-		return b
-	}
-	c := append([]byte(nil), b...)
-	c[flagsOffset] &^= flagFresh
-	return c
 }
 
 // Status of an applied command or a forwarded request.

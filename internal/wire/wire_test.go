@@ -69,7 +69,7 @@ func FuzzDecode(f *testing.F) {
 			// A decoded command survives a re-encoding unchanged.
 			var d Command
 			if err := d.Unmarshal(c.Marshal()); err != nil || !bytes.Equal(d.Key, c.Key) ||
-				!bytes.Equal(d.Value, c.Value) || d.Version != c.Version || d.Op != c.Op || d.Fresh != c.Fresh {
+				!bytes.Equal(d.Value, c.Value) || d.Version != c.Version || d.Op != c.Op {
 				t.Fatalf("command re-encoding differs: %v", err)
 			}
 		}
@@ -80,49 +80,4 @@ func FuzzDecode(f *testing.F) {
 		var res Result
 		_ = res.Unmarshal(b)
 	})
-}
-
-func TestCommandFreshAndRetry(t *testing.T) {
-	c := Command{RequestID: []byte("id"), Op: OpPut, Key: []byte("k"), Value: []byte("v"), Fresh: true}
-	b := c.Marshal()
-	orig := append([]byte(nil), b...)
-	var d Command
-	if err := d.Unmarshal(b); err != nil || !d.Fresh {
-		t.Fatalf("fresh lost: %+v %v", d, err)
-	}
-	r := AsRetry(b)
-	if !bytes.Equal(b, orig) {
-		t.Fatal("AsRetry changed its input")
-	}
-	if err := d.Unmarshal(r); err != nil || d.Fresh || string(d.Key) != "k" || string(d.RequestID) != "id" {
-		t.Fatalf("retry: %+v %v", d, err)
-	}
-	if r2 := AsRetry(r); &r2[0] != &r[0] {
-		t.Fatal("AsRetry copied a command that was not fresh")
-	}
-	// Unknown flags are refused, not ignored.
-	bad := append([]byte(nil), b...)
-	bad[flagsOffset] |= 0x80
-	if err := d.Unmarshal(bad); !errors.Is(err, ErrMalformed) {
-		t.Fatalf("unknown flag accepted: %v", err)
-	}
-}
-
-// Entries written by the first encoding (no flags byte) still decode.
-func TestCommandV1StillDecodes(t *testing.T) {
-	w := writer{}
-	w.u8(commandV1)
-	w.bytes([]byte("rid"))
-	w.i64(7)
-	w.u8(uint8(OpDelete))
-	w.u8(uint8(CondNone))
-	w.u64(0)
-	w.bytes([]byte("key"))
-	w.bytes(nil)
-	var d Command
-	d.Fresh = true
-	if err := d.Unmarshal(w.b); err != nil || d.Fresh || d.Op != OpDelete || string(d.Key) != "key" ||
-		string(d.RequestID) != "rid" || d.UnixNano != 7 {
-		t.Fatalf("v1: %+v %v", d, err)
-	}
 }
