@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Every package but the integration tests (those run real processes).
 PKGS     = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build demo test unit race fuzz lint integration clean bench-vs-etcd
+.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd
 
 all: build
 
@@ -20,7 +20,16 @@ demo: build
 # The whole suite: formatting, vet, unit and in-process cluster tests (with
 # the race detector), integration tests against real processes, and short
 # fuzz runs of the parsers.
-test: lint race fuzz integration
+test: lint race fuzz test-deps integration
+
+# Debian's etcd-server, for the integration test that benchmarks a real etcd
+# next to Cairn; that test skips (and says so) when it cannot be installed.
+test-deps:
+	@command -v etcd >/dev/null 2>&1 || { \
+	  echo "installing Debian's etcd-server for TestBenchAgainstEtcd…"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
+	  { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; } >/dev/null 2>&1 \
+	    || echo "etcd-server could not be installed: TestBenchAgainstEtcd will skip"; }
 
 lint:
 	@out="$$(gofmt -l cmd internal client test 2>/dev/null)"; \

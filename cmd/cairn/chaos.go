@@ -22,6 +22,9 @@ func newChaosCmd() *cobra.Command {
 		duration       time.Duration
 		nodes, clients int
 		keys           int
+		faultSpec      string
+		target         string
+		sched          chaos.Schedule
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -40,8 +43,24 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 				}
 				return nil
 			}
+			if target != "" {
+				if err := chaos.ValidTarget(target); err != nil {
+					return usageError{err}
+				}
+			}
 			var names []string
+			scenarios := chaos.Scenarios
 			switch {
+			case faultSpec != "":
+				if all || scenario != "" {
+					return usageError{fmt.Errorf("--fault composes its own scenario: not with --scenario or --all")}
+				}
+				s, err := customScenario(faultSpec, target, sched)
+				if err != nil {
+					return usageError{err}
+				}
+				scenarios = map[string]chaos.Scenario{s.Name: s}
+				names = []string{s.Name}
 			case all:
 				names = chaos.Names()
 			case scenario != "":
@@ -50,7 +69,10 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 				}
 				names = []string{scenario}
 			default:
-				return usageError{fmt.Errorf("give --scenario NAME, --all or --list")}
+				return usageError{fmt.Errorf("give --scenario NAME, --all, --fault KIND or --list")}
+			}
+			if target != "" && faultSpec == "" {
+				scenarios = retarget(scenarios, names, target)
 			}
 			if out == "" {
 				out = filepath.Join(os.TempDir(), fmt.Sprintf("cairn-chaos-%d", time.Now().Unix()))
@@ -67,7 +89,7 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 				if len(names) > 1 {
 					dir = filepath.Join(out, n)
 				}
-				ok, err := runScenario(ctx, cmd, chaos.Scenarios[n], bin, dir, duration, nodes, clients, keys)
+				ok, err := runScenario(ctx, cmd, scenarios[n], bin, dir, duration, nodes, clients, keys)
 				if err != nil {
 					return err
 				}
@@ -93,7 +115,55 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	f.IntVar(&nodes, "nodes", 3, "cluster size")
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
+	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition, disk-stall=D, cpu=CORES or memory=MB")
+	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
+	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
+	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
+	f.IntVar(&sched.Repeat, "repeat", 1, "--fault: how many times")
+	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
 	return cmd
+}
+
+// customScenario builds the scenario of --fault and its schedule flags.
+func customScenario(spec, target string, sched chaos.Schedule) (chaos.Scenario, error) {
+	f, cgroups, err := chaos.ParseFault(spec)
+	if err != nil {
+		return chaos.Scenario{}, err
+	}
+	if target == "" {
+		target = "leader"
+	}
+	if sched.Every == 0 {
+		sched.Every = sched.For + 10*time.Second
+	}
+	if err := sched.Validate(); err != nil {
+		return chaos.Scenario{}, err
+	}
+	return chaos.Scenario{
+		Name: "custom", Cgroups: cgroups,
+		Description: fmt.Sprintf("%s on %s at %v for %v, %d time(s) every %v", spec, target, sched.At, sched.For, sched.Repeat, sched.Every),
+		MinDuration: sched.End() + 10*time.Second,
+		Steps:       func(time.Duration) []chaos.Step { return sched.Steps(f, target) },
+	}, nil
+}
+
+// retarget points every step of the named scenarios at target.
+func retarget(in map[string]chaos.Scenario, names []string, target string) map[string]chaos.Scenario {
+	out := map[string]chaos.Scenario{}
+	for _, n := range names {
+		s := in[n]
+		steps := s.Steps
+		s.Steps = func(d time.Duration) []chaos.Step {
+			st := steps(d)
+			for i := range st {
+				st[i].Target = target
+			}
+			return st
+		}
+		s.Description += " (target: " + target + ")"
+		out[n] = s
+	}
+	return out
 }
 
 func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int) (bool, error) {

@@ -9,6 +9,7 @@ import (
 	"math/rand"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -259,6 +260,24 @@ func TestRunTotalPreloadAndFiles(t *testing.T) {
 	}
 	if got := rows[0]; len(got) != len(CSVHeader) || got[0] != "elapsed" || got[10] != "errors" {
 		t.Fatalf("csv header %v", got)
+	}
+	// Data rows: numbers, latencies in µs in order, operations adding up.
+	var csvOps float64
+	for _, row := range rows[1:] {
+		v := make([]float64, len(row))
+		for i, c := range row {
+			if v[i], err = strconv.ParseFloat(c, 64); err != nil {
+				t.Fatalf("csv row %v: column %s: %v", row, CSVHeader[i], err)
+			}
+		}
+		// min <= median <= 95th <= 99th <= 99_9th <= max, mean within.
+		if v[2] > 0 && !(v[3] <= v[5] && v[5] <= v[6] && v[6] <= v[7] && v[7] <= v[8] && v[8] <= v[9] && v[3] <= v[4] && v[4] <= v[9]) {
+			t.Fatalf("csv row out of order: %v", row)
+		}
+		csvOps += v[2]
+	}
+	if len(rows) < 2 || csvOps != 500 {
+		t.Fatalf("csv rows count %v operations, want 500", csvOps)
 	}
 	back, err := ReadResult(dir)
 	if err != nil || back.Ops != 500 {

@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +22,8 @@ import (
 )
 
 // Step is one scheduled fault: injected At after the start, healed after
-// For, into the node chosen by Target ("leader", "follower", "node:N").
+// For, into the node chosen by Target when the step starts: "leader" or
+// "follower" (of shard 1; "leader:S" for shard S), "node:N" or "random".
 type Step struct {
 	Fault  Fault
 	Target string
@@ -235,21 +239,29 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 func pickTarget(c *Cluster, target string) (int, error) {
+	if err := ValidTarget(target); err != nil {
+		return 0, err
+	}
+	kind, arg, _ := strings.Cut(target, ":")
 	var n int
-	switch {
-	case target == "leader" || target == "follower":
-		l, f, err := c.Leader(1)
+	switch kind {
+	case "leader", "follower":
+		shardID := uint64(1)
+		if arg != "" {
+			shardID, _ = strconv.ParseUint(arg, 10, 64)
+		}
+		l, f, err := c.Leader(shardID)
 		if err != nil {
 			return 0, err
 		}
 		n = l
-		if target == "follower" {
+		if kind == "follower" {
 			n = f
 		}
-	default:
-		if _, err := fmt.Sscanf(target, "node:%d", &n); err != nil {
-			return 0, fmt.Errorf("chaos: bad target %q", target)
-		}
+	case "node":
+		n, _ = strconv.Atoi(arg)
+	case "random":
+		n = 1 + rand.IntN(len(c.Nodes))
 	}
 	if n < 1 || n > len(c.Nodes) {
 		return 0, fmt.Errorf("chaos: no node for target %q", target)

@@ -9,14 +9,33 @@ import (
 	"testing"
 )
 
-// A short real chaos run: the leader of shard 1 is killed, then the new
-// leader is isolated; every check must pass.
-func TestChaosLeaderKillAndPartition(t *testing.T) {
+type chaosResult struct {
+	Scenario          string `json:"scenario"`
+	Ops               int    `json:"ops"`
+	Linearizable      bool   `json:"linearizable"`
+	LostWrites        int    `json:"lost_writes"`
+	AckedWrites       int    `json:"acked_writes"`
+	ReplicasConverged bool   `json:"replicas_converged"`
+	Faults            []struct {
+		Kind          string `json:"kind"`
+		Target        string `json:"target"`
+		Node          int    `json:"node"`
+		StartMs       int64  `json:"start_ms"`
+		EndMs         int64  `json:"end_ms"`
+		UnavailableMs int64  `json:"unavailable_ms"`
+		Error         string `json:"error"`
+	} `json:"faults"`
+}
+
+// runChaos runs `cairn chaos` with args, requires it to pass every check,
+// and returns its results.json.
+func runChaos(t *testing.T, args ...string) chaosResult {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
 	out := t.TempDir()
-	cmd := exec.Command(binary, "chaos", "--scenario", "leader-kill-partition", "--duration", "30s", "--out", out)
+	cmd := exec.Command(binary, append(append([]string{"chaos"}, args...), "--out", out)...)
 	b, err := cmd.CombinedOutput()
 	t.Logf("%s", tail(string(b), 12))
 	if err != nil {
@@ -26,38 +45,47 @@ func TestChaosLeaderKillAndPartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r struct {
-		Scenario          string `json:"scenario"`
-		Ops               int    `json:"ops"`
-		Linearizable      bool   `json:"linearizable"`
-		LostWrites        int    `json:"lost_writes"`
-		AckedWrites       int    `json:"acked_writes"`
-		ReplicasConverged bool   `json:"replicas_converged"`
-		Faults            []struct {
-			Kind          string `json:"kind"`
-			Node          int    `json:"node"`
-			StartMs       int64  `json:"start_ms"`
-			EndMs         int64  `json:"end_ms"`
-			UnavailableMs int64  `json:"unavailable_ms"`
-			Error         string `json:"error"`
-		} `json:"faults"`
-	}
+	var r chaosResult
 	if err := json.Unmarshal(raw, &r); err != nil {
 		t.Fatal(err)
 	}
 	if !r.Linearizable || r.LostWrites != 0 || !r.ReplicasConverged || r.Ops < 100 || r.AckedWrites < 10 {
 		t.Fatalf("checks: %+v", r)
 	}
-	if len(r.Faults) != 2 || r.Faults[0].Kind != "kill" || r.Faults[1].Kind != "partition" {
-		t.Fatalf("faults: %+v", r.Faults)
-	}
 	for _, f := range r.Faults {
 		if f.Error != "" || f.Node == 0 || f.EndMs <= f.StartMs {
 			t.Fatalf("fault %+v", f)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(out, "throughput.svg")); err != nil {
-		t.Fatal("no chart written")
+	for _, f := range []string{"throughput.svg", "p99.svg", "history.json"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s not written: %v", f, err)
+		}
+	}
+	return r
+}
+
+// A short real chaos run (about a minute): the leader of shard 1 is
+// killed, then the new leader is isolated; every check must pass.
+func TestChaosLeaderKillAndPartition(t *testing.T) {
+	r := runChaos(t, "--scenario", "leader-kill-partition", "--duration", "45s")
+	if len(r.Faults) != 2 || r.Faults[0].Kind != "kill" || r.Faults[1].Kind != "partition" {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+}
+
+// A composed schedule: pause a random node twice.
+func TestChaosComposedSchedule(t *testing.T) {
+	r := runChaos(t, "--fault", "pause", "--target", "random", "--at", "4s", "--for", "2s",
+		"--repeat", "2", "--every", "5s", "--duration", "20s")
+	if r.Scenario != "custom" || len(r.Faults) != 2 {
+		t.Fatalf("scenario %q faults %+v", r.Scenario, r.Faults)
+	}
+	for i, f := range r.Faults {
+		want := int64(4000 + 5000*i)
+		if f.Kind != "pause" || f.Target != "random" || f.StartMs < want-500 || f.StartMs > want+1500 {
+			t.Fatalf("fault %d: %+v, want a pause of a random node near %d ms", i, f, want)
+		}
 	}
 }
 

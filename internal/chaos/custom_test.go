@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseFault(t *testing.T) {
+	good := map[string]struct {
+		kind, param string
+		cgroups     bool
+	}{
+		"kill":            {"kill", "", false},
+		"pause":           {"pause", "", false},
+		"restart":         {"restart", "", false},
+		"partition":       {"partition", "isolate", false},
+		"disk-stall=1s":   {"disk-stall", "1s", false},
+		"cpu=0.1":         {"slow-cpu", "0.10 core", true},
+		"memory=256":      {"memory", "256 MB", true},
+		"memory=128MB":    {"memory", "128 MB", true},
+		"disk-stall=fast": {"", "", false}, // not a duration
+	}
+	for spec, want := range good {
+		f, cg, err := ParseFault(spec)
+		if want.kind == "" {
+			if err == nil {
+				t.Errorf("%q accepted", spec)
+			}
+			continue
+		}
+		if err != nil || f.Kind() != want.kind || f.Param() != want.param || cg != want.cgroups {
+			t.Errorf("%q: %v %v %v, want %+v", spec, f, cg, err, want)
+		}
+	}
+	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood"} {
+		if _, _, err := ParseFault(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestScheduleSteps(t *testing.T) {
+	s := Schedule{At: 5 * time.Second, For: 2 * time.Second, Every: 6 * time.Second, Repeat: 3}
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	steps := s.Steps(killFault{}, "random")
+	if len(steps) != 3 {
+		t.Fatalf("%d steps", len(steps))
+	}
+	for i, st := range steps {
+		if st.At != 5*time.Second+time.Duration(i)*6*time.Second || st.For != 2*time.Second || st.Target != "random" {
+			t.Fatalf("step %d: %+v", i, st)
+		}
+	}
+	if s.End() != 19*time.Second {
+		t.Fatalf("end %v", s.End())
+	}
+	for _, bad := range []Schedule{
+		{At: 0, For: time.Second, Repeat: 1},
+		{At: time.Second, For: 0, Repeat: 1},
+		{At: time.Second, For: time.Second, Repeat: 0},
+		{At: time.Second, For: 5 * time.Second, Every: 5 * time.Second, Repeat: 2}, // overlapping faults
+	} {
+		if bad.Validate() == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+}
+
+func TestValidTarget(t *testing.T) {
+	for _, ok := range []string{"leader", "follower", "leader:3", "follower:16", "node:2", "random"} {
+		if err := ValidTarget(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "leader:0", "leader:x", "node", "node:0", "node:-1", "random:1", "primary"} {
+		if ValidTarget(bad) == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestPassedNeedsEveryFaultInjected(t *testing.T) {
+	r := Result{Linearizable: true, ReplicasConverged: true, Faults: []FaultResult{{Kind: "kill"}}}
+	if !r.Passed() {
+		t.Fatal("a clean run failed")
+	}
+	r.Faults = append(r.Faults, FaultResult{Kind: "memory", Error: "cannot write memory.max"})
+	if r.Passed() {
+		t.Fatal("a run whose fault was never injected passed")
+	}
+	r = Result{Skipped: "no cgroups"}
+	if !r.Passed() {
+		t.Fatal("a skipped run failed")
+	}
+	for _, broken := range []Result{{Linearizable: false, ReplicasConverged: true}, {Linearizable: true, ReplicasConverged: true, LostWrites: 1}, {Linearizable: true}} {
+		if broken.Passed() {
+			t.Fatalf("%+v passed", broken)
+		}
+	}
+}
