@@ -201,8 +201,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		if f.Error != "" {
 			msg = " error: " + f.Error
 		}
-		fmt.Fprintf(w, "  %-10s %-9s node %d  %5.1fs–%5.1fs  unavailable %d ms  client errors %d  recovery %d ms  ops/s %.0f (baseline %.0f)%s\n",
-			f.Kind, f.Param, f.Node, float64(f.StartMs)/1000, float64(f.EndMs)/1000, f.UnavailableMs, f.ClientErrors, f.RecoveryMs,
+		fmt.Fprintf(w, "  %-10s %-9s node %d  %5.1fs–%5.1fs  unavailable %d ms  client errors %d  half baseline after %d ms  recovery %d ms  ops/s %.0f (baseline %.0f)%s\n",
+			f.Kind, f.Param, f.Node, float64(f.StartMs)/1000, float64(f.EndMs)/1000, f.UnavailableMs, f.ClientErrors, f.HalfBaselineMs, f.RecoveryMs,
 			f.ThroughputDuring, f.Baseline, msg)
 	}
 	if !r.Linearizable {

@@ -3,6 +3,8 @@ package chaos
 import (
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/bench"
 )
 
 func TestParseFault(t *testing.T) {
@@ -97,6 +99,32 @@ func TestPassedNeedsEveryFaultInjected(t *testing.T) {
 	for _, broken := range []Result{{Linearizable: false, ReplicasConverged: true}, {Linearizable: true, ReplicasConverged: true, LostWrites: 1}, {Linearizable: true}} {
 		if broken.Passed() {
 			t.Fatalf("%+v passed", broken)
+		}
+	}
+}
+
+func TestHalfBaseline(t *testing.T) {
+	pts := func(tp ...float64) []bench.Point {
+		out := make([]bench.Point, len(tp))
+		for i, v := range tp {
+			out[i] = bench.Point{Second: i + 1, Throughput: v}
+		}
+		return out
+	}
+	// Fault from 2.0 s to 8.0 s: seconds 3..8 are inside.
+	cases := []struct {
+		tp   []float64
+		want int64
+	}{
+		{[]float64{100, 100, 100, 100, 100, 100, 100, 100, 100}, 1000}, // never dipped
+		{[]float64{100, 100, 10, 20, 60, 70, 80, 90, 100}, 3000},       // back at second 5
+		{[]float64{100, 100, 10, 60, 20, 60, 80, 90, 100}, 4000},       // dipped again: counts from the last rise
+		{[]float64{100, 100, 10, 10, 10, 10, 10, 40, 100}, -1},         // ends below half
+		{[]float64{100, 100, 50, 50, 50, 50, 50, 50, 10}, 1000},        // exactly half is enough; after healing ignored
+	}
+	for i, c := range cases {
+		if got := halfBaseline(pts(c.tp...), 2000, 8000, 100); got != c.want {
+			t.Errorf("case %d: %d, want %d", i, got, c.want)
 		}
 	}
 }

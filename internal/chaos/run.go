@@ -55,6 +55,10 @@ type FaultResult struct {
 	UnavailableMs int64  `json:"unavailable_ms"`
 	ClientErrors  int    `json:"client_errors"`
 	RecoveryMs    int64  `json:"recovery_ms"`
+	// HalfBaselineMs is the time from the injection to the end of the
+	// first second from which throughput stays at or above half the
+	// baseline until the fault heals; -1 when the fault ends below it.
+	HalfBaselineMs int64 `json:"half_baseline_ms"`
 	// ThroughputDuring is the mean ops/s while the fault lasted, and
 	// Baseline the mean before the first fault.
 	ThroughputDuring float64 `json:"throughput_during"`
@@ -333,8 +337,28 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 		if nd > 0 {
 			f.ThroughputDuring = during / float64(nd)
 		}
+		f.HalfBaselineMs = halfBaseline(series, f.StartMs, f.EndMs, base)
 	}
 	sort.SliceStable(res.Faults, func(a, b int) bool { return res.Faults[a].StartMs < res.Faults[b].StartMs })
+}
+
+// halfBaseline: see FaultResult.HalfBaselineMs. A point's second ends at
+// Second*1000 ms after the start.
+func halfBaseline(series []bench.Point, startMs, endMs int64, base float64) int64 {
+	at := int64(-1)
+	for _, p := range series {
+		ms := int64(p.Second) * 1000
+		if ms <= startMs || ms > endMs {
+			continue
+		}
+		switch {
+		case p.Throughput < base/2:
+			at = -1
+		case at < 0:
+			at = ms - startMs
+		}
+	}
+	return at
 }
 
 // converge waits until every shard's replicas report the same data hash
