@@ -407,3 +407,50 @@ func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 		t.Fatalf("read back version %d want %d (%v)", got.Version, v, err)
 	}
 }
+
+// PreVote and CheckQuorum: an isolated leader steps down by itself, and a
+// follower cut off for many election timeouts does not disrupt the leader
+// when it comes back (without PreVote it would return with a higher term
+// and force an election).
+func TestCheckQuorumAndPreVote(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{}) // ticks of 10 ms: election timeout 100–200 ms
+	var leader uint64
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, 1); leader == 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	c.net.Isolate(leader, true)
+	eventually(t, 5*time.Second, func() error {
+		if c.nodes[leader].st.Replica(1).IsLeader() {
+			return fmt.Errorf("isolated node %d still believes it leads (CheckQuorum)", leader)
+		}
+		return nil
+	})
+	c.net.Isolate(leader, false)
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, 1); leader == 0 {
+			return errors.New("no leader after healing")
+		}
+		return nil
+	})
+
+	follower := leader%3 + 1
+	term := c.nodes[leader].st.Replica(1).Term()
+	c.net.Isolate(follower, true)
+	time.Sleep(time.Second) // many election timeouts
+	c.net.Isolate(follower, false)
+	if _, _, err := c.nodes[leader].coord.Put(ctx5(t), []byte("k"), []byte("v"), kv.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, func() error {
+		if got := c.nodes[follower].st.Replica(1).Applied(); got < c.nodes[leader].st.Replica(1).Applied() {
+			return fmt.Errorf("follower applied %d", got)
+		}
+		return nil
+	})
+	if l, tm := leaderOf(c, 1), c.nodes[leader].st.Replica(1).Term(); l != leader || tm != term {
+		t.Fatalf("leader %d term %d after the follower came back, was %d term %d (PreVote)", l, tm, leader, term)
+	}
+}
