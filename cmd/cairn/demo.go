@@ -40,8 +40,8 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.logFormat, _ = cmd.Flags().GetString("log-format")
-			if o.peerPort == 0 {
-				o.peerPort = o.httpPort + 1000
+			if o.httpPort < 1 || o.httpPort+o.nodes-1 > 65535 {
+				return usageError{fmt.Errorf("--http-port: nodes would use ports %d-%d", o.httpPort, o.httpPort+o.nodes-1)}
 			}
 			if o.replication == 0 {
 				o.replication = min(3, o.nodes)
@@ -55,12 +55,70 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 	f := cmd.Flags()
 	f.IntVar(&o.nodes, "nodes", 3, "number of nodes")
 	f.IntVar(&o.httpPort, "http-port", 8080, "HTTP port of the first node; node i uses http-port+i")
-	f.IntVar(&o.peerPort, "peer-port", 0, "peer port of the first node (default http-port+1000)")
+	f.IntVar(&o.peerPort, "peer-port", 0, "peer port of the first node (default: the ports of an earlier run of this data dir, else http-port+1000 when free, else any free ports)")
 	f.StringVar(&o.dataDir, "data-dir", "./cairn-data", "data directory; node i uses DIR/node-<i>")
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.shards, "shards", 16, "shards at bootstrap")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
 	return cmd
+}
+
+// demoPeersFile, in the data dir, keeps the peer addresses a demo cluster
+// was bootstrapped with: its nodes persist them, so a later run must use the
+// same ones.
+const demoPeersFile = "demo-peers"
+
+// demoPeers chooses the nodes' peer addresses: --peer-port if given; else
+// those of an earlier run of the data dir; else http-port+1000… when all
+// are free; else free ports the system picks. It records the choice.
+func demoPeers(o demoOpts) ([]string, error) {
+	file := filepath.Join(o.dataDir, demoPeersFile)
+	var peers []string
+	if o.peerPort == 0 {
+		if b, err := os.ReadFile(file); err == nil {
+			peers = strings.Fields(string(b))
+			if len(peers) != o.nodes {
+				return nil, fmt.Errorf("%s was made by a %d-node demo; use --nodes %d or another --data-dir", file, len(peers), len(peers))
+			}
+			return peers, nil
+		}
+	}
+	port := o.peerPort
+	if port == 0 {
+		port = o.httpPort + 1000
+	}
+	free := port+o.nodes-1 <= 65535
+	for i := 0; i < o.nodes && free; i++ {
+		peers = append(peers, net.JoinHostPort(o.host, fmt.Sprint(port+i)))
+		l, err := net.Listen("tcp", peers[i])
+		if err != nil {
+			free = false
+			break
+		}
+		l.Close()
+	}
+	switch {
+	case free:
+	case o.peerPort != 0:
+		return nil, fmt.Errorf("--peer-port: ports %d-%d are not all free", o.peerPort, o.peerPort+o.nodes-1)
+	default:
+		peers = peers[:0]
+		for i := 0; i < o.nodes; i++ {
+			l, err := net.Listen("tcp", net.JoinHostPort(o.host, "0"))
+			if err != nil {
+				return nil, err
+			}
+			peers = append(peers, l.Addr().String())
+			defer l.Close()
+		}
+	}
+	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(file, []byte(strings.Join(peers, "\n")+"\n"), 0o644); err != nil {
+		return nil, err
+	}
+	return peers, nil
 }
 
 type demoNode struct {
@@ -76,12 +134,16 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	peers, err := demoPeers(o)
+	if err != nil {
+		return err
+	}
 	nodes := make([]*demoNode, o.nodes)
 	var cluster []string
 	for i := range nodes {
 		n := &demoNode{id: i + 1,
 			httpAddr: net.JoinHostPort(o.host, fmt.Sprint(o.httpPort+i)),
-			peerAddr: net.JoinHostPort(o.host, fmt.Sprint(o.peerPort+i)),
+			peerAddr: peers[i],
 			exited:   make(chan struct{})}
 		for _, addr := range []string{n.httpAddr, n.peerAddr} {
 			l, err := net.Listen("tcp", addr)

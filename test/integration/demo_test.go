@@ -143,6 +143,13 @@ func TestDemo(t *testing.T) {
 		t.Skip("pgrep not available")
 	}
 	p := freeBase(t, 3)
+	// The default peer port of node 1 (http-port+1000) is taken: the demo
+	// picks other free peer ports and a rerun uses the same ones.
+	busy, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p+1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
 	dir := t.TempDir()
 	args := []string{"--nodes", "3", "--http-port", fmt.Sprint(p), "--data-dir", dir}
 	d := startDemo(t, args...)
@@ -153,6 +160,9 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(d.out(), "curl") {
 		t.Fatal("no curl example printed")
+	}
+	if strings.Contains(d.out(), fmt.Sprintf("peer 127.0.0.1:%d)", p+1000)) {
+		t.Fatalf("node given the busy peer port %d:\n%s", p+1000, d.out())
 	}
 	hc := &http.Client{Timeout: 10 * time.Second}
 	req, _ := http.NewRequest("PUT", fmt.Sprintf("http://127.0.0.1:%d/v0/entity?id=demo", p+1), strings.NewReader("persisted"))
