@@ -9,6 +9,35 @@ import (
 	"testing"
 )
 
+// benchResults is what the tests read of a results.json.
+type benchResults struct {
+	Workload   string  `json:"workload"`
+	Target     string  `json:"target"`
+	TargetKind string  `json:"target_kind"`
+	Ops        uint64  `json:"ops"`
+	Errors     uint64  `json:"errors"`
+	Throughput float64 `json:"throughput"`
+	Preloaded  uint64  `json:"preloaded"`
+	Latency    struct {
+		P50 float64 `json:"p50"`
+		P99 float64 `json:"p99"`
+	} `json:"latency_ms"`
+	Sweep []json.RawMessage `json:"sweep"`
+}
+
+func readBenchResults(t *testing.T, dir string) benchResults {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res benchResults
+	if err := json.Unmarshal(raw, &res); err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // A few seconds of real load through `cairn bench`, then `cairn report`.
 func TestBenchAndReportEndToEnd(t *testing.T) {
 	c := newCluster(t, 3)
@@ -32,23 +61,7 @@ func TestBenchAndReportEndToEnd(t *testing.T) {
 		if !strings.Contains(string(b), "Latency Distribution") || !strings.Contains(string(b), "99.9%") {
 			t.Fatalf("bench %s printed no latency distribution:\n%s", name, b)
 		}
-		raw, err := os.ReadFile(filepath.Join(out, "results.json"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var res struct {
-			Ops        uint64  `json:"ops"`
-			Errors     uint64  `json:"errors"`
-			Throughput float64 `json:"throughput"`
-			Preloaded  uint64  `json:"preloaded"`
-			Latency    struct {
-				P99 float64 `json:"p99"`
-			} `json:"latency_ms"`
-			Sweep []json.RawMessage `json:"sweep"`
-		}
-		if err := json.Unmarshal(raw, &res); err != nil {
-			t.Fatal(err)
-		}
+		res := readBenchResults(t, out)
 		if res.Ops == 0 || res.Throughput <= 0 || res.Latency.P99 <= 0 {
 			t.Fatalf("bench %s: ops %d throughput %.1f p99 %.3f", name, res.Ops, res.Throughput, res.Latency.P99)
 		}

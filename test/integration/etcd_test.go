@@ -2,7 +2,6 @@ package integration
 
 import (
 	"encoding/csv"
-	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -61,24 +60,7 @@ func TestBenchAgainstEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatalf("bench against etcd: %v\n%s", err, b)
 	}
-	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var res struct {
-		Workload   string  `json:"workload"`
-		Target     string  `json:"target"`
-		TargetKind string  `json:"target_kind"`
-		Ops        uint64  `json:"ops"`
-		Errors     uint64  `json:"errors"`
-		Throughput float64 `json:"throughput"`
-		Latency    struct {
-			P50, P99 float64
-		} `json:"latency_ms"`
-	}
-	if err := json.Unmarshal(raw, &res); err != nil {
-		t.Fatal(err)
-	}
+	res := readBenchResults(t, out)
 	if res.Workload != "put" || !strings.HasPrefix(res.Target, "etcd://") || res.TargetKind != "etcd" ||
 		res.Ops != 400 || res.Errors != 0 || res.Throughput <= 0 || res.Latency.P99 < res.Latency.P50 || res.Latency.P50 <= 0 {
 		t.Fatalf("results.json: %+v", res)
