@@ -88,23 +88,28 @@ func (s Schedule) Steps(f Fault, target string) []Step {
 // ValidTarget checks a target: leader, follower (of shard 1, or
 // leader:SHARD / follower:SHARD), node:N or random.
 func ValidTarget(target string) error {
+	_, _, err := parseTarget(target)
+	return err
+}
+
+// parseTarget splits a target into its kind and number: the shard for
+// leader and follower (1 when not given), the node for node:N, 0 for random.
+func parseTarget(target string) (kind string, n uint64, err error) {
 	kind, arg, has := strings.Cut(target, ":")
 	switch kind {
 	case "leader", "follower":
 		if !has {
-			return nil
+			return kind, 1, nil
 		}
-		if n, err := strconv.ParseUint(arg, 10, 64); err == nil && n > 0 {
-			return nil
-		}
+		fallthrough
 	case "node":
-		if n, err := strconv.Atoi(arg); has && err == nil && n > 0 {
-			return nil
+		if n, err := strconv.ParseUint(arg, 10, 64); has && err == nil && n > 0 {
+			return kind, n, nil
 		}
 	case "random":
 		if !has {
-			return nil
+			return kind, 0, nil
 		}
 	}
-	return fmt.Errorf("chaos: bad target %q (leader, follower, leader:SHARD, follower:SHARD, node:N or random)", target)
+	return "", 0, fmt.Errorf("chaos: bad target %q (leader, follower, leader:SHARD, follower:SHARD, node:N or random)", target)
 }

@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -243,18 +241,14 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 }
 
 func pickTarget(c *Cluster, target string) (int, error) {
-	if err := ValidTarget(target); err != nil {
+	kind, num, err := parseTarget(target)
+	if err != nil {
 		return 0, err
 	}
-	kind, arg, _ := strings.Cut(target, ":")
 	var n int
 	switch kind {
 	case "leader", "follower":
-		shardID := uint64(1)
-		if arg != "" {
-			shardID, _ = strconv.ParseUint(arg, 10, 64)
-		}
-		l, f, err := c.Leader(shardID)
+		l, f, err := c.Leader(num)
 		if err != nil {
 			return 0, err
 		}
@@ -263,7 +257,7 @@ func pickTarget(c *Cluster, target string) (int, error) {
 			n = f
 		}
 	case "node":
-		n, _ = strconv.Atoi(arg)
+		n = int(min(num, uint64(len(c.Nodes)+1))) // out of range either way, without overflow
 	case "random":
 		n = 1 + rand.IntN(len(c.Nodes))
 	}

@@ -20,8 +20,7 @@ type Scenario struct {
 // 5 s, so a baseline exists) and lasting up to 10 s.
 func one(f Fault, target string) func(time.Duration) []Step {
 	return func(d time.Duration) []Step {
-		at := max(5*time.Second, d/4)
-		return []Step{{Fault: f, Target: target, At: at, For: min(10*time.Second, d/3)}}
+		return Schedule{At: max(5*time.Second, d/4), For: min(10*time.Second, d/3), Repeat: 1}.Steps(f, target)
 	}
 }
 

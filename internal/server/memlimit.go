@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -90,7 +91,7 @@ func cgroupMemoryLimit(procCgroup, root string) (limit int64, ok bool) {
 		switch {
 		case parts[0] == "0" && parts[1] == "":
 			file = filepath.Join(root, parts[2], "memory.max")
-		case hasController(parts[1], "memory"):
+		case slices.Contains(strings.Split(parts[1], ","), "memory"):
 			file = filepath.Join(root, "memory", parts[2], "memory.limit_in_bytes")
 		default:
 			continue
@@ -100,15 +101,6 @@ func cgroupMemoryLimit(procCgroup, root string) (limit int64, ok bool) {
 		}
 	}
 	return 0, false
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
 
 // readLimit parses a cgroup limit file; "max" and v1's huge "unlimited"
