@@ -10,6 +10,7 @@
 # Extra `cairn serve` flags for every node: SERVE_FLAGS="--shards 8".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cluster.sh
 
 bins=()
 while [ $# -gt 0 ] && [ "$1" != "--" ]; do bins+=("$1"); shift; done
@@ -48,24 +49,12 @@ for _ in $(seq 1 "$ROUNDS"); do
   for bin in "${bins[@]}"; do
     n=$((n + 1))
     WORK=$(mktemp -d /tmp/cairn-ab-data.XXXXXX)
-    peers=""
-    for i in 1 2 3; do peers+="$i=127.0.0.1:$((BASE + 999 + i)),"; done
-    for i in 1 2 3; do
-      # shellcheck disable=SC2086
-      "$bin" serve --node-id "$i" --http-addr "127.0.0.1:$((BASE + i - 1))" \
-        --initial-cluster "${peers%,}" --data-dir "$WORK/n$i" ${SERVE_FLAGS:-} >"$WORK/n$i.log" 2>&1 &
-      PIDS+=($!)
-    done
+    CLUSTER_PIDS=()
+    # shellcheck disable=SC2086
+    cairn_cluster_start "$bin" "$BASE" "$WORK" ${SERVE_FLAGS:-}
+    PIDS=("${CLUSTER_PIDS[@]}")
     target="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2))"
-    for _ in $(seq 1 150); do
-      if curl -fsS "http://127.0.0.1:$BASE/v1/cluster" 2>/dev/null | grep -q '"leader": 0'; then
-        sleep 0.2
-      elif curl -fsS "http://127.0.0.1:$BASE/v1/cluster" >/dev/null 2>&1; then
-        break
-      else
-        sleep 0.2
-      fi
-    done
+    cairn_cluster_wait "$BASE" || { echo "cluster of $bin did not become ready"; tail "$WORK"/*.log; exit 1; }
     dir="$OUT/$n-$(basename "$bin")"
     echo "== run $n: $bin"
     cpu0=$(cpu_ticks)

@@ -7,6 +7,7 @@
 #   DURATION=30s OUT=/tmp/r make bench-vs-etcd
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/cluster.sh
 
 DURATION=${DURATION:-20s}
 SWEEP_DURATION=${SWEEP_DURATION:-8s}
@@ -48,26 +49,20 @@ done
 ETCD="etcd://127.0.0.1:$((ETCD_BASE+1)),127.0.0.1:$((ETCD_BASE+2)),127.0.0.1:$((ETCD_BASE+3))"
 
 # Cairn: three nodes.
-peers=""
-for i in 1 2 3; do peers+="$i=127.0.0.1:$((CAIRN_BASE+999+i)),"; done
-peers=${peers%,}
-for i in 1 2 3; do
-  "$CAIRN" serve --node-id "$i" --http-addr "127.0.0.1:$((CAIRN_BASE+i-1))" --peer-addr "127.0.0.1:$((CAIRN_BASE+999+i))" \
-    --initial-cluster "$peers" --data-dir "$WORK/cairn-$i" >"$WORK/cairn-$i.log" 2>&1 &
-  PIDS+=($!)
-done
+CLUSTER_PIDS=()
+cairn_cluster_start "$CAIRN" "$CAIRN_BASE" "$WORK"
+PIDS+=("${CLUSTER_PIDS[@]}")
 CAIRN_T="http://127.0.0.1:$CAIRN_BASE,http://127.0.0.1:$((CAIRN_BASE+1)),http://127.0.0.1:$((CAIRN_BASE+2))"
 
 echo "waiting for both clusters…"
+ok=0
 for _ in $(seq 1 150); do
   ok=1
   for i in 1 2 3; do curl -fsS "http://127.0.0.1:$((ETCD_BASE+i))/health" 2>/dev/null | grep -q true || ok=0; done
-  curl -fsS "http://127.0.0.1:$CAIRN_BASE/v1/cluster" 2>/dev/null | grep -q '"leader": 0' && ok=0
-  curl -fsS "http://127.0.0.1:$CAIRN_BASE/v1/cluster" >/dev/null 2>&1 || ok=0
   [ $ok = 1 ] && break
   sleep 0.2
 done
-[ $ok = 1 ] || { echo "clusters did not become ready"; tail "$WORK"/*.log; exit 1; }
+[ $ok = 1 ] && cairn_cluster_wait "$CAIRN_BASE" || { echo "clusters did not become ready"; tail "$WORK"/*.log; exit 1; }
 
 RES="$WORK/results"
 mkdir -p "$RES"
