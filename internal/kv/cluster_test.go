@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // A cluster of in-process nodes over the in-memory transport, with real
@@ -37,14 +39,29 @@ type tnode struct {
 	eng   *storage.Engine
 	st    *store.Store
 	coord *kv.Coordinator
+	ad    *adapter
 }
 
 type adapter struct {
 	st    *store.Store
 	coord *kv.Coordinator
+	// dropProps: this many incoming forwarded proposals (MsgProp) are lost.
+	dropProps atomic.Int32
 }
 
-func (a *adapter) HandleRaft(envs []transport.Envelope) { a.st.HandleRaft(envs) }
+func (a *adapter) HandleRaft(envs []transport.Envelope) {
+	if a.dropProps.Load() > 0 {
+		kept := envs[:0:0]
+		for _, e := range envs {
+			if e.Msg.Type == raftpb.MsgProp && a.dropProps.Add(-1) >= 0 {
+				continue
+			}
+			kept = append(kept, e)
+		}
+		envs = kept
+	}
+	a.st.HandleRaft(envs)
+}
 func (a *adapter) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	return a.coord.HandleRequest(ctx, req)
 }
@@ -100,7 +117,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 		Engine: eng, Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
 	})
 	st.Start(fresh)
-	c.nodes[id] = &tnode{id: id, eng: eng, st: st, coord: a.coord}
+	c.nodes[id] = &tnode{id: id, eng: eng, st: st, coord: a.coord, ad: a}
 }
 
 func (c *tcluster) stop(id uint64) {
@@ -144,13 +161,18 @@ func TestReplicationThroughEveryNode(t *testing.T) {
 			t.Fatalf("put %s via node %d: %v", key, writer.id, err)
 		}
 	}
-	var leaderApplied uint64
-	for _, n := range c.nodes {
-		leaderApplied += n.st.LeaderApplied()
-	}
-	if leaderApplied != 40 {
-		t.Fatalf("leaders counted %d applied writes, want 40", leaderApplied)
-	}
+	// A write through a follower is answered when the follower applies it;
+	// its leader may apply it a moment later.
+	eventually(t, 5*time.Second, func() error {
+		var leaderApplied uint64
+		for _, n := range c.nodes {
+			leaderApplied += n.st.LeaderApplied()
+		}
+		if leaderApplied != 40 {
+			return fmt.Errorf("leaders counted %d applied writes, want 40", leaderApplied)
+		}
+		return nil
+	})
 	for i := 0; i < 40; i++ {
 		key := []byte(fmt.Sprintf("key-%d", i))
 		for _, n := range c.nodes {
@@ -392,7 +414,9 @@ func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 	coord := kv.New(kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
 		Engine: c.nodes[follower].eng, Transport: lossy, DefaultTimeout: 5 * time.Second})
 	k := []byte("created-once")
-	v, created, err := coord.Put(ctx5(t), k, []byte("x"), kv.WriteOptions{Cond: kv.CondIfAbsent})
+	// Ack 3/3: the leader must see every follower's progress, so the write
+	// goes to it over the transport (not through the follower's Raft).
+	v, created, err := coord.Put(ctx5(t), k, []byte("x"), kv.WriteOptions{Cond: kv.CondIfAbsent, Ack: 3, From: 3})
 	if err != nil || !created {
 		t.Fatalf("create-only write with a lost answer: v=%d created=%v err=%v", v, created, err)
 	}
@@ -452,5 +476,55 @@ func TestCheckQuorumAndPreVote(t *testing.T) {
 	})
 	if l, tm := leaderOf(c, 1), c.nodes[leader].st.Replica(1).Term(); l != leader || tm != term {
 		t.Fatalf("leader %d term %d after the follower came back, was %d term %d (PreVote)", l, tm, leader, term)
+	}
+}
+
+// A write through a follower goes to the leader inside the Raft stream,
+// with no request of its own, and is answered once the follower applies
+// it; a forwarded proposal that is lost is retried (through the leader's
+// request path) and still applies once.
+func TestFollowerWriteThroughRaft(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	var leader uint64
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, 1); leader == 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	follower := leader%3 + 1
+	eventually(t, 5*time.Second, func() error {
+		if l := c.nodes[follower].st.Replica(1).Leader(); l != leader {
+			return fmt.Errorf("follower knows leader %d", l)
+		}
+		return nil
+	})
+	counting := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil), failed: true}
+	coord := kv.New(kv.Config{NodeID: follower, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
+		Engine: c.nodes[follower].eng, Transport: counting, DefaultTimeout: 5 * time.Second})
+
+	v1, created, err := coord.Put(ctx5(t), []byte("a"), []byte("1"), kv.WriteOptions{Cond: kv.CondIfAbsent})
+	if err != nil || !created {
+		t.Fatalf("write through a follower: v=%d created=%v err=%v", v1, created, err)
+	}
+	counting.mu.Lock()
+	if counting.attempts != 0 {
+		t.Fatalf("%d write requests sent: the write did not go through Raft", counting.attempts)
+	}
+	counting.mu.Unlock()
+
+	c.nodes[leader].ad.dropProps.Store(1)
+	v2, created, err := coord.Put(ctx5(t), []byte("b"), []byte("2"), kv.WriteOptions{Cond: kv.CondIfAbsent})
+	if err != nil || !created {
+		t.Fatalf("write whose forwarded proposal was lost: v=%d created=%v err=%v", v2, created, err)
+	}
+	if c.nodes[leader].ad.dropProps.Load() > 0 {
+		t.Fatal("the proposal was not dropped")
+	}
+	for k, want := range map[string]uint64{"a": v1, "b": v2} {
+		got, err := c.nodes[leader].coord.Get(ctx5(t), []byte(k), kv.ReadOptions{})
+		if err != nil || got.Version != want {
+			t.Fatalf("read %s back from the leader: version %d want %d (%v)", k, got.Version, want, err)
+		}
 	}
 }

@@ -48,11 +48,21 @@ func (c *Coordinator) leaderGuessID(shardID uint64) uint64 {
 }
 
 func (c *Coordinator) execWrite(ctx context.Context, r *replica.Replica, req *wire.Request) *wire.Response {
+	return c.execWriteVia(ctx, r, req, false)
+}
+
+// execWriteVia proposes a write on the local replica r; with forward, a
+// follower hands it to its leader through Raft (replica.ProposeForward).
+func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req *wire.Request, forward bool) *wire.Response {
 	var cmd wire.Command
 	if err := cmd.Unmarshal(req.Command); err != nil {
 		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 	}
-	res, err := r.ProposeEncoded(ctx, cmd.RequestID, req.Command)
+	propose := r.ProposeEncoded
+	if forward {
+		propose = r.ProposeForward
+	}
+	res, err := propose(ctx, cmd.RequestID, req.Command)
 	if err != nil {
 		return errResponse(err)
 	}

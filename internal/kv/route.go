@@ -22,6 +22,12 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	backoff := 5 * time.Millisecond
 	var lastErr error
 	next := 0 // round-robin over replicas when no leader is known
+	// A write to a shard this node holds a follower of goes to the leader
+	// inside the Raft stream (no request of its own) and is answered when
+	// the local replica applies it. Writes that wait for more than a
+	// majority need the leader's view of its followers and are sent to it.
+	local := c.cfg.Store.Replica(d.ID)
+	viaRaft := local != nil && req.Kind == wire.KindWrite && int(req.Ack) <= c.majority()
 	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
@@ -30,9 +36,21 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 		}
 		var resp *wire.Response
 		var err error
-		if target == c.cfg.NodeID {
+		switch {
+		case target == c.cfg.NodeID:
 			resp = c.HandleRequest(ctx, req)
-		} else {
+		case viaRaft:
+			// Bounded like a remote attempt: a proposal dropped on its way
+			// to the leader is retried. After a timeout the request goes
+			// to the leader over gRPC instead, in case the Raft stream is
+			// what is broken.
+			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
+			resp = c.execWriteVia(actx, local, req, true)
+			cancel()
+			if resp.Status == wire.StatusTimeout {
+				viaRaft = false
+			}
+		default:
 			// One attempt on a remote node is bounded, so a node that
 			// hangs (paused, partitioned) does not hold the request past
 			// the election that replaces it; the retry carries the same

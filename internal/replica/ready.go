@@ -110,19 +110,25 @@ func (r *Replica) drainLocked() {
 		}
 	}
 	r.publishLocked()
-	isLeader := r.leader.Load() == r.cfg.NodeID
+	lead := r.leader.Load()
+	isLeader := lead == r.cfg.NodeID
 	for _, p := range props {
-		if !isLeader {
-			p.finish(Result{}, &NotLeaderError{Leader: r.leader.Load()})
+		if p.abandoned.Load() {
+			continue
+		}
+		if !isLeader && (!p.forward || lead == 0) {
+			p.finish(Result{}, &NotLeaderError{Leader: lead})
 			continue
 		}
 		if err := rn.Propose(p.data); err != nil {
 			// Dropped: a leadership transfer is under way (or the
 			// uncommitted log is over its bound). The coordinator retries
 			// until the new leader takes it or the deadline passes.
-			p.finish(Result{}, &NotLeaderError{Leader: r.leader.Load()})
+			p.finish(Result{}, &NotLeaderError{Leader: lead})
 			continue
 		}
+		// A follower's proposal went to the leader in this round's
+		// messages; it resolves when this replica applies it.
 		r.mu.props[p.reqID] = append(r.mu.props[p.reqID], p)
 	}
 	if len(reads) > 0 {
@@ -140,23 +146,16 @@ func (r *Replica) drainLocked() {
 
 }
 
-// publishLocked updates the atomics and fails waiters when the term or
-// leadership changed.
+// publishLocked updates the atomics and fails every waiter when the
+// leader or the term changed: a proposal or read made under the old leader
+// may be lost, and the coordinator retries it (under the same request id,
+// so a write that did commit applies once).
 func (r *Replica) publishLocked() {
 	st := r.mu.rn.BasicStatus()
 	r.leader.Store(st.Lead)
 	r.term.Store(st.Term)
-	if st.Lead == r.cfg.NodeID && st.RaftState == raft.StateLeader {
-		if r.mu.leaderTerm != st.Term {
-			r.failAllLocked(&NotLeaderError{})
-			r.mu.leaderTerm = st.Term
-		}
-		return
-	}
-	if r.mu.leaderTerm != 0 {
-		r.mu.leaderTerm = 0
-		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
-	} else if len(r.mu.props) > 0 || len(r.mu.readBatch) > 0 {
+	if st.Lead != r.mu.seenLead || st.Term != r.mu.seenTerm {
+		r.mu.seenLead, r.mu.seenTerm = st.Lead, st.Term
 		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
 	}
 }
@@ -170,6 +169,9 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.mu.appliedT = md.Term
 		r.mu.cs = md.ConfState
 		r.applied.Store(md.Index)
+		if err := r.mu.dedup.load(r.cfg.Engine, r.id); err != nil {
+			panic("replica: dedup table after snapshot: " + err.Error())
+		}
 		r.cfg.Logger.Info("applied snapshot", "shard", r.id, "index", md.Index, "bytes", len(rd.Snapshot.Data))
 	}
 

@@ -118,14 +118,17 @@ type Replica struct {
 	// mu is held by Process; it guards the RawNode and the waiters.
 	mu struct {
 		sync.Mutex
-		rn         *raft.RawNode
-		appliedT   uint64
-		cs         raftpb.ConfState
-		props      map[string][]*proposal
-		readBatch  map[uint64][]*waiter
-		nextRead   uint64
-		applyWait  []*waiter
-		leaderTerm uint64
+		rn        *raft.RawNode
+		appliedT  uint64
+		cs        raftpb.ConfState
+		props     map[string][]*proposal
+		readBatch map[uint64][]*waiter
+		nextRead  uint64
+		applyWait []*waiter
+		// seenLead and seenTerm: the leader and term last published;
+		// every waiter is failed when either changes.
+		seenLead, seenTerm uint64
+		dedup              dedupIndex
 	}
 }
 
@@ -162,7 +165,10 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		MaxInflightMsgs:           256,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		DisableProposalForwarding: true,
+		// Followers hand proposals to the leader inside the Raft stream
+		// (ProposeForward); the leader-only paths check leadership
+		// themselves before proposing.
+		DisableProposalForwarding: false,
 		Logger:                    newRaftLogger(cfg.Logger.With("shard", r.id)),
 	}
 	rn, err := raft.NewRawNode(rc)
@@ -170,6 +176,9 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
 	}
 	r.mu.rn = rn
+	if err := r.mu.dedup.load(cfg.Engine, r.id); err != nil {
+		return nil, fmt.Errorf("replica: shard %d: dedup table: %w", r.id, err)
+	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
 	r.mu.props = map[string][]*proposal{}

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"encoding/binary"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/wire"
@@ -19,6 +20,10 @@ type proposal struct {
 	reqID string
 	data  []byte
 	done  chan proposalResult
+	// forward: a follower may hand it to the leader (ProposeForward).
+	forward bool
+	// abandoned: its caller stopped waiting; it is not proposed.
+	abandoned atomic.Bool
 }
 
 type proposalResult struct {
@@ -57,13 +62,29 @@ func (r *Replica) Propose(ctx context.Context, cmd *wire.Command) (Result, error
 // cmd.Marshal() of a command with this request id); it saves a re-encoding
 // on the forwarding path.
 func (r *Replica) ProposeEncoded(ctx context.Context, reqID, data []byte) (Result, error) {
+	return r.propose(ctx, reqID, data, false)
+}
+
+// ProposeForward is ProposeEncoded that a follower accepts too: it hands
+// the command to the leader inside the Raft message stream (raft's
+// proposal forwarding, as etcd does) and answers once this replica has
+// applied it — every replica computes the same result. This saves a
+// request to the leader. A forwarded proposal can be dropped on the way
+// (the leader is transferring leadership, a message is lost): the caller
+// bounds its wait and retries under the same request id. When the leader
+// or term changes first, it fails with a *NotLeaderError.
+func (r *Replica) ProposeForward(ctx context.Context, reqID, data []byte) (Result, error) {
+	return r.propose(ctx, reqID, data, true)
+}
+
+func (r *Replica) propose(ctx context.Context, reqID, data []byte, forward bool) (Result, error) {
 	if r.stopped.Load() {
 		return Result{}, ErrStopped
 	}
-	if !r.IsLeader() {
-		return Result{}, &NotLeaderError{Leader: r.Leader()}
+	if lead := r.Leader(); lead != r.cfg.NodeID && (!forward || lead == 0) {
+		return Result{}, &NotLeaderError{Leader: lead}
 	}
-	p := &proposal{reqID: string(reqID), data: data, done: make(chan proposalResult, 1)}
+	p := &proposal{reqID: string(reqID), data: data, done: make(chan proposalResult, 1), forward: forward}
 	r.in.Lock()
 	if r.in.pending >= r.cfg.MaxPending {
 		r.in.Unlock()
@@ -78,7 +99,28 @@ func (r *Replica) ProposeEncoded(ctx context.Context, reqID, data []byte) (Resul
 	case pr := <-p.done:
 		return pr.res, pr.err
 	case <-ctx.Done():
+		r.abandon(p)
 		return Result{}, ctx.Err()
+	}
+}
+
+// abandon forgets a proposal whose caller gave up, so one that never
+// applies (dropped on its way to the leader) does not stay registered.
+func (r *Replica) abandon(p *proposal) {
+	p.abandoned.Store(true)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ps := r.mu.props[p.reqID]
+	for i, q := range ps {
+		if q == p {
+			ps = append(ps[:i], ps[i+1:]...)
+			break
+		}
+	}
+	if len(ps) == 0 {
+		delete(r.mu.props, p.reqID)
+	} else {
+		r.mu.props[p.reqID] = ps
 	}
 }
 
