@@ -45,15 +45,19 @@ type tnode struct {
 type adapter struct {
 	st    *store.Store
 	coord *kv.Coordinator
-	// dropProps: this many incoming forwarded proposals (MsgProp) are lost.
-	dropProps atomic.Int32
+	// dropProps and dropReads: this many incoming forwarded proposals
+	// (MsgProp) and read index requests (MsgReadIndex) are lost.
+	dropProps, dropReads atomic.Int32
 }
 
 func (a *adapter) HandleRaft(envs []transport.Envelope) {
-	if a.dropProps.Load() > 0 {
+	if a.dropProps.Load() > 0 || a.dropReads.Load() > 0 {
 		kept := envs[:0:0]
 		for _, e := range envs {
 			if e.Msg.Type == raftpb.MsgProp && a.dropProps.Add(-1) >= 0 {
+				continue
+			}
+			if e.Msg.Type == raftpb.MsgReadIndex && a.dropReads.Add(-1) >= 0 {
 				continue
 			}
 			kept = append(kept, e)
@@ -379,11 +383,17 @@ type lossyTransport struct {
 	transport.Transport
 	mu       sync.Mutex
 	attempts int
+	reads    int
 	failed   bool
 }
 
 func (l *lossyTransport) Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error) {
 	resp, err := l.Transport.Request(ctx, to, req)
+	if req.Kind == wire.KindRead {
+		l.mu.Lock()
+		l.reads++
+		l.mu.Unlock()
+	}
 	if req.Kind != wire.KindWrite {
 		return resp, err
 	}
@@ -526,5 +536,29 @@ func TestFollowerWriteThroughRaft(t *testing.T) {
 		if err != nil || got.Version != want {
 			t.Fatalf("read %s back from the leader: version %d want %d (%v)", k, got.Version, want, err)
 		}
+	}
+
+	// A linearizable read through the follower sees a write the leader
+	// acknowledged a moment before, without a request to the leader.
+	v3, _, err := c.nodes[leader].coord.Put(ctx5(t), []byte("c"), []byte("3"), kv.WriteOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := coord.Get(ctx5(t), []byte("c"), kv.ReadOptions{})
+	if err != nil || got.Version != v3 || string(got.Data) != "3" {
+		t.Fatalf("linearizable read through the follower: %q version %d want %d (%v)", got.Data, got.Version, v3, err)
+	}
+	counting.mu.Lock()
+	if counting.reads != 0 {
+		t.Fatalf("%d read requests sent: the read did not go through Raft", counting.reads)
+	}
+	counting.mu.Unlock()
+	// A read index request lost on its way is retried.
+	c.nodes[leader].ad.dropReads.Store(1)
+	if got, err := coord.Get(ctx5(t), []byte("c"), kv.ReadOptions{}); err != nil || got.Version != v3 {
+		t.Fatalf("read whose read index request was lost: version %d want %d (%v)", got.Version, v3, err)
+	}
+	if c.nodes[leader].ad.dropReads.Load() > 0 {
+		t.Fatal("the read index request was not dropped")
 	}
 }

@@ -77,7 +77,18 @@ func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req 
 }
 
 func (c *Coordinator) execRead(ctx context.Context, r *replica.Replica, req *wire.Request) *wire.Response {
-	idx, err := r.ReadIndex(ctx)
+	return c.execReadVia(ctx, r, req, false)
+}
+
+// execReadVia serves a linearizable read from the local replica r; with
+// forward, a follower gets the read index from its leader through Raft
+// (replica.ReadIndexForward).
+func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *wire.Request, forward bool) *wire.Response {
+	readIndex := r.ReadIndex
+	if forward {
+		readIndex = r.ReadIndexForward
+	}
+	idx, err := readIndex(ctx)
 	if err != nil {
 		return errResponse(err)
 	}

@@ -26,8 +26,10 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	// inside the Raft stream (no request of its own) and is answered when
 	// the local replica applies it. Writes that wait for more than a
 	// majority need the leader's view of its followers and are sent to it.
+	// A linearizable read there asks the leader for its read index through
+	// Raft and is served by the local replica once it has applied it.
 	local := c.cfg.Store.Replica(d.ID)
-	viaRaft := local != nil && req.Kind == wire.KindWrite && int(req.Ack) <= c.majority()
+	viaRaft := local != nil && (req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
 	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
@@ -45,7 +47,11 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			// to the leader over gRPC instead, in case the Raft stream is
 			// what is broken.
 			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
-			resp = c.execWriteVia(actx, local, req, true)
+			if req.Kind == wire.KindWrite {
+				resp = c.execWriteVia(actx, local, req, true)
+			} else {
+				resp = c.execReadVia(actx, local, req, true)
+			}
 			cancel()
 			if resp.Status == wire.StatusTimeout {
 				viaRaft = false

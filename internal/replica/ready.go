@@ -131,19 +131,24 @@ func (r *Replica) drainLocked() {
 		// messages; it resolves when this replica applies it.
 		r.mu.props[p.reqID] = append(r.mu.props[p.reqID], p)
 	}
-	if len(reads) > 0 {
-		if !isLeader {
-			for _, w := range reads {
-				w.finish(&NotLeaderError{Leader: r.leader.Load()})
+	if !isLeader {
+		// Only forwarded reads go on, to the leader, while it is known.
+		kept := reads[:0]
+		for _, w := range reads {
+			if w.forward && lead != 0 {
+				kept = append(kept, w)
+			} else {
+				w.finish(&NotLeaderError{Leader: lead})
 			}
-		} else {
-			r.mu.nextRead++
-			id := r.mu.nextRead
-			r.mu.readBatch[id] = reads
-			rn.ReadIndex(readCtx(id))
 		}
+		reads = kept
 	}
-
+	if len(reads) > 0 {
+		r.mu.nextRead++
+		id := r.mu.nextRead
+		r.mu.readBatch[id] = reads
+		rn.ReadIndex(readCtx(r.cfg.NodeID, id))
+	}
 }
 
 // publishLocked updates the atomics and fails every waiter when the
@@ -186,10 +191,10 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.applyLocked(rd.CommittedEntries)
 	}
 	for _, rs := range rd.ReadStates {
-		if len(rs.RequestCtx) != 8 {
+		if len(rs.RequestCtx) != 16 || binary.BigEndian.Uint64(rs.RequestCtx) != r.cfg.NodeID {
 			continue
 		}
-		id := binary.BigEndian.Uint64(rs.RequestCtx)
+		id := binary.BigEndian.Uint64(rs.RequestCtx[8:])
 		for _, w := range r.mu.readBatch[id] {
 			w.index = rs.Index
 			r.mu.applyWait = append(r.mu.applyWait, w)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -183,6 +184,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.cs = as.ConfState
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64][]*waiter{}
+	r.mu.nextRead = rand.Uint64() >> 1
 	r.applied.Store(as.Index)
 	r.term.Store(rn.BasicStatus().Term)
 	return r, nil

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"encoding/binary"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -41,6 +42,8 @@ func (p *proposal) finish(res Result, err error) {
 type waiter struct {
 	index uint64
 	done  chan error
+	// forward: a follower may ask the leader for the index (ReadIndexForward).
+	forward bool
 }
 
 func (w *waiter) finish(err error) {
@@ -129,13 +132,27 @@ func (r *Replica) abandon(p *proposal) {
 // has applied everything committed before the call; it returns that index.
 // A read of the engine after it returns is linearizable.
 func (r *Replica) ReadIndex(ctx context.Context) (uint64, error) {
+	return r.readIndex(ctx, false)
+}
+
+// ReadIndexForward is ReadIndex that a follower serves too, as etcd does:
+// it asks the leader for its commit index inside the Raft stream (the
+// leader confirms its leadership with a quorum first) and waits until this
+// replica has applied up to that index, so a read of the local engine
+// after it returns is linearizable. The request can be dropped on its way
+// (a leadership transfer, a lost message): the caller bounds its wait.
+func (r *Replica) ReadIndexForward(ctx context.Context) (uint64, error) {
+	return r.readIndex(ctx, true)
+}
+
+func (r *Replica) readIndex(ctx context.Context, forward bool) (uint64, error) {
 	if r.stopped.Load() {
 		return 0, ErrStopped
 	}
-	if !r.IsLeader() {
-		return 0, &NotLeaderError{Leader: r.Leader()}
+	if lead := r.Leader(); lead != r.cfg.NodeID && (!forward || lead == 0) {
+		return 0, &NotLeaderError{Leader: lead}
 	}
-	w := &waiter{done: make(chan error, 1)}
+	w := &waiter{done: make(chan error, 1), forward: forward}
 	r.in.Lock()
 	if r.in.pending >= r.cfg.MaxPending {
 		r.in.Unlock()
@@ -150,7 +167,31 @@ func (r *Replica) ReadIndex(ctx context.Context) (uint64, error) {
 	case err := <-w.done:
 		return w.index, err
 	case <-ctx.Done():
+		if forward {
+			r.abandonRead(w)
+		}
 		return 0, ctx.Err()
+	}
+}
+
+// abandonRead forgets a read whose caller gave up, so one whose request
+// was dropped on its way to the leader does not stay registered.
+func (r *Replica) abandonRead(w *waiter) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, ws := range r.mu.readBatch {
+		if i := slices.Index(ws, w); i >= 0 {
+			ws = slices.Delete(ws, i, i+1)
+			if len(ws) == 0 {
+				delete(r.mu.readBatch, id)
+			} else {
+				r.mu.readBatch[id] = ws
+			}
+			return
+		}
+	}
+	if i := slices.Index(r.mu.applyWait, w); i >= 0 {
+		r.mu.applyWait = slices.Delete(r.mu.applyWait, i, i+1)
 	}
 }
 
@@ -224,4 +265,11 @@ func (r *Replica) failAllLocked(err error) {
 	r.mu.applyWait = nil
 }
 
-func readCtx(id uint64) []byte { return binary.BigEndian.AppendUint64(nil, id) }
+// readCtx names one ReadIndex round. The leader keeps one pending request
+// per context and ignores a second with the same bytes, so the context
+// must be unique across every replica that asks it: the node id, then the
+// replica's round number (which starts at a random value, so a restarted
+// node does not reuse one still pending).
+func readCtx(node, id uint64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(make([]byte, 0, 16), node), id)
+}

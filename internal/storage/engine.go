@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -61,6 +62,12 @@ func Open(dir string, opts Options) (*Engine, error) {
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{},
+	}
+	// Bloom filters on every level: applying a write reads the key's
+	// current value, and for a new key that read would otherwise visit
+	// every level's index and data blocks to learn it is absent.
+	for i := range po.Levels {
+		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
 	db, err := pebble.Open(dir, po)
 	if err != nil {
