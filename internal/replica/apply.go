@@ -3,6 +3,8 @@ package replica
 import (
 	"encoding/binary"
 	"errors"
+	"slices"
+	"sort"
 
 	"github.com/cairn-db/cairn/internal/raftlog"
 	"github.com/cairn-db/cairn/internal/shard"
@@ -114,10 +116,14 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	var dk []byte
 	if len(cmd.RequestID) > 0 {
 		dk = storage.DedupKey(r.id, cmd.RequestID)
-		if rec, ok := r.mu.dedup.get(cmd.RequestID); ok && len(rec) >= 8 {
-			var res wire.Result
-			if res.Unmarshal(rec[8:]) == nil {
-				return Result{Result: res, Index: index}
+		// The filter rules out (almost) every first attempt without a
+		// Pebble read; a possible hit reads the record itself.
+		if r.mu.dedup.mayHave(cmd.RequestID) {
+			if rec, err := b.Get(dk); err == nil && len(rec) >= 8 {
+				var res wire.Result
+				if res.Unmarshal(rec[8:]) == nil {
+					return Result{Result: res, Index: index}
+				}
 			}
 		}
 	}
@@ -147,11 +153,9 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	}
 	if dk != nil {
 		rec := binary.BigEndian.AppendUint64(nil, uint64(cmd.UnixNano))
-		rec = append(rec, res.Marshal()...)
-		ak := storage.DedupAgeKey(r.id, cmd.UnixNano, cmd.RequestID)
-		b.b.Set(dk, rec)
-		b.b.Set(ak, []byte{})
-		r.mu.dedup.put(cmd.RequestID, rec, ak)
+		b.Set(dk, append(rec, res.Marshal()...))
+		b.Set(storage.DedupAgeKey(r.id, cmd.UnixNano, cmd.RequestID), []byte{})
+		r.mu.dedup.add(cmd.RequestID)
 		if index%pruneEvery == 0 {
 			r.pruneDedup(b, cmd.UnixNano-int64(r.cfg.DedupTTL))
 		}
@@ -160,17 +164,41 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 }
 
 // pruneDedup removes up to pruneMax dedup records older than before, the
-// oldest first, from the logical state (engine and index change together),
-// so the outcome does not depend on batch boundaries.
+// oldest first, from the logical state (engine merged with the round's
+// overlay), so the outcome does not depend on batch boundaries.
 func (r *Replica) pruneDedup(b *applyBatch, before int64) {
+	p := storage.DedupAgePrefix(r.id)
 	limit := storage.DedupAgeKey(r.id, before, nil)
-	for _, k := range r.mu.dedup.popOlder(string(limit), pruneMax) {
+	var cands []string
+	it, err := b.eng.NewIter(p, limit)
+	if err != nil {
+		panic("replica: prune: " + err.Error())
+	}
+	for ok := it.First(); ok && len(cands) < pruneMax*2; ok = it.Next() {
+		if v, in := b.ov[string(it.Key())]; !in || v != nil {
+			cands = append(cands, string(it.Key()))
+		}
+	}
+	if err := it.Close(); err != nil {
+		panic("replica: prune: " + err.Error())
+	}
+	for k, v := range b.ov {
+		if v != nil && k >= string(p) && k < string(limit) {
+			cands = append(cands, k)
+		}
+	}
+	sort.Strings(cands)
+	cands = slices.Compact(cands)
+	for i, k := range cands {
+		if i == pruneMax {
+			break
+		}
 		_, id, err := storage.DecodeDedupAgeKey([]byte(k))
 		if err != nil {
 			continue
 		}
-		b.b.Delete([]byte(k))
-		b.b.Delete(storage.DedupKey(r.id, id))
-		r.mu.dedup.remove(id)
+		b.Delete([]byte(k))
+		b.Delete(storage.DedupKey(r.id, id))
+		r.mu.dedup.remove(id) // an id has one age key and one record
 	}
 }

@@ -1,93 +1,55 @@
 package replica
 
 import (
-	"container/heap"
-
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cespare/xxhash/v2"
 )
 
-// dedupIndex mirrors a replica's dedup table (its DedupKey and DedupAgeKey
-// records in Pebble) in memory, so applying a write looks its request id
-// up without a Pebble read, and pruning finds the oldest records without
-// an iterator. Pebble stays the source of truth: the index is loaded from
-// the engine when the replica opens and after a snapshot is installed, and
-// apply changes both in step, so every replica's index holds exactly its
-// replicated records.
-type dedupIndex struct {
-	recs map[string][]byte // request id -> record (proposer time, result)
-	ages ageHeap           // every age key, oldest first; may repeat a key
+// dedupFilter counts, per 64-bit hash of a request id, the records a
+// replica's dedup table holds (its DedupKey records in Pebble). Nearly
+// every write is a first attempt whose id has no record: the filter says so
+// without a Pebble read. A possible hit (a retry, or a hash collision)
+// reads the record from Pebble, which stays the source of truth, so the
+// filter changes no answer. It is loaded from the engine when the replica
+// opens and after a snapshot is installed, and apply keeps it in step; it
+// costs about 20 bytes per remembered id.
+type dedupFilter struct {
+	n map[uint64]uint32
 }
 
-// load replaces the index with the shard's records in eng.
-func (d *dedupIndex) load(eng *storage.Engine, shardID uint64) error {
-	d.recs = map[string][]byte{}
-	d.ages = d.ages[:0]
+// load replaces the filter with the shard's records in eng.
+func (d *dedupFilter) load(eng *storage.Engine, shardID uint64) error {
+	d.n = map[uint64]uint32{}
 	p := storage.DedupPrefix(shardID)
 	it, err := eng.NewIter(p, storage.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		d.recs[string(it.Key()[len(p):])] = append([]byte(nil), it.Value()...)
-	}
-	if err := it.Close(); err != nil {
-		return err
-	}
-	ap := storage.DedupAgePrefix(shardID)
-	it, err = eng.NewIter(ap, storage.PrefixEnd(ap))
-	if err != nil {
-		return err
-	}
-	for ok := it.First(); ok; ok = it.Next() {
-		d.ages = append(d.ages, string(it.Key())) // sorted: already a heap
+		d.n[xxhash.Sum64(it.Key()[len(p):])]++
 	}
 	return it.Close()
 }
 
-func (d *dedupIndex) get(reqID []byte) ([]byte, bool) {
-	rec, ok := d.recs[string(reqID)]
-	return rec, ok
+// mayHave is false when the table certainly holds no record for reqID.
+func (d *dedupFilter) mayHave(reqID []byte) bool { return d.n[xxhash.Sum64(reqID)] > 0 }
+
+// add counts a new record.
+func (d *dedupFilter) add(reqID []byte) {
+	if d.n == nil {
+		d.n = map[uint64]uint32{}
+	}
+	d.n[xxhash.Sum64(reqID)]++
 }
 
-func (d *dedupIndex) put(reqID []byte, rec []byte, ageKey []byte) {
-	if d.recs == nil {
-		d.recs = map[string][]byte{}
+// remove uncounts a deleted record.
+func (d *dedupFilter) remove(reqID []byte) {
+	h := xxhash.Sum64(reqID)
+	switch c := d.n[h]; c {
+	case 0:
+	case 1:
+		delete(d.n, h)
+	default:
+		d.n[h] = c - 1
 	}
-	d.recs[string(reqID)] = rec
-	heap.Push(&d.ages, string(ageKey))
-}
-
-// popOlder removes and returns up to max distinct age keys below limit,
-// the smallest first — the same records, in the same order, that a scan of
-// the engine's age keys would find.
-func (d *dedupIndex) popOlder(limit string, max int) []string {
-	var out []string
-	for len(out) < max && len(d.ages) > 0 && d.ages[0] < limit {
-		k := heap.Pop(&d.ages).(string)
-		if len(out) > 0 && out[len(out)-1] == k {
-			continue // recorded twice (an id retried after it was pruned)
-		}
-		out = append(out, k)
-	}
-	// Drop further copies of the last key so it is not returned again.
-	for len(out) > 0 && len(d.ages) > 0 && d.ages[0] == out[len(out)-1] {
-		heap.Pop(&d.ages)
-	}
-	return out
-}
-
-func (d *dedupIndex) remove(reqID []byte) { delete(d.recs, string(reqID)) }
-
-// ageHeap is a min-heap of age keys (byte order = proposer time order).
-type ageHeap []string
-
-func (h ageHeap) Len() int           { return len(h) }
-func (h ageHeap) Less(i, j int) bool { return h[i] < h[j] }
-func (h ageHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
-func (h *ageHeap) Push(x any)        { *h = append(*h, x.(string)) }
-func (h *ageHeap) Pop() any {
-	old := *h
-	x := old[len(old)-1]
-	*h = old[:len(old)-1]
-	return x
 }

@@ -129,7 +129,7 @@ type Replica struct {
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
-		dedup              dedupIndex
+		dedup              dedupFilter
 	}
 }
 
