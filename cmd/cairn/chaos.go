@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -112,10 +113,10 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	f.StringVar(&scenario, "scenario", "", "scenario to run")
 	f.StringVar(&out, "out", "", "results directory (default a new temporary one)")
 	f.DurationVar(&duration, "duration", 40*time.Second, "length of the workload (raised to the scenario's minimum)")
-	f.IntVar(&nodes, "nodes", 3, "cluster size")
+	f.IntVar(&nodes, "nodes", 3, "cluster size (split cuts 5 nodes 2 vs 3)")
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
-	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition, disk-stall=D, cpu=CORES or memory=MB")
+	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, cpu=CORES or memory=MB")
 	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
 	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
@@ -201,9 +202,12 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		if f.Error != "" {
 			msg = " error: " + f.Error
 		}
-		fmt.Fprintf(w, "  %-10s %-9s node %d  %5.1fs–%5.1fs  unavailable %d ms  client errors %d  half baseline after %d ms  recovery %d ms  ops/s %.0f (baseline %.0f)%s\n",
-			f.Kind, f.Param, f.Node, float64(f.StartMs)/1000, float64(f.EndMs)/1000, f.UnavailableMs, f.ClientErrors, f.HalfBaselineMs, f.RecoveryMs,
-			f.ThroughputDuring, f.Baseline, msg)
+		fmt.Fprintf(w, "  %-10s %-9s node %d  %5.1fs–%5.1fs  unavailable %d ms  client errors %d%s  half baseline after %d ms  recovery %d ms  ops/s %.0f (baseline %.0f)  shards led %d -> %d%s\n",
+			f.Kind, f.Param, f.Node, float64(f.StartMs)/1000, float64(f.EndMs)/1000, f.UnavailableMs, f.ClientErrors, byKind(f.ClientErrorsByKind),
+			f.HalfBaselineMs, f.RecoveryMs, f.ThroughputDuring, f.Baseline, f.TargetLeadsBefore, f.TargetLeadsEnd, msg)
+		if f.Note != "" {
+			fmt.Fprintf(w, "    %s\n", f.Note)
+		}
 	}
 	if !r.Linearizable {
 		fmt.Fprintf(w, "  not linearizable: see %s\n", filepath.Join(dir, "linearizability.html"))
@@ -215,6 +219,22 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		fmt.Fprintf(w, "  diverged: %s\n", dv)
 	}
 	return r.Passed(), nil
+}
+
+// byKind formats client errors by kind: " (timeout 3, unavailable 1)".
+func byKind(m map[string]int) string {
+	if len(m) == 0 {
+		return ""
+	}
+	kinds := make([]string, 0, len(m))
+	for k := range m {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	for i, k := range kinds {
+		kinds[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return " (" + strings.Join(kinds, ", ") + ")"
 }
 
 func writeChaosChart(r *chaos.Result, dir string) {

@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -25,6 +31,9 @@ type Node struct {
 	LogPath  string
 	cmd      *exec.Cmd
 	exited   chan struct{}
+	// cgHome and cgDir: the cgroup a cgroup fault took the node from and
+	// the one it put it in, until healed.
+	cgHome, cgDir string
 }
 
 // Cluster is a set of nodes this process started.
@@ -33,6 +42,26 @@ type Cluster struct {
 	Nodes []*Node
 	args  []string
 	hc    *http.Client
+	// notes are what faults said about their last injection or healing.
+	notesMu sync.Mutex
+	notes   []string
+}
+
+// Notef records a note about the fault being injected or healed; the run
+// prints it and keeps it in the fault's result.
+func (c *Cluster) Notef(format string, args ...any) {
+	c.notesMu.Lock()
+	c.notes = append(c.notes, fmt.Sprintf(format, args...))
+	c.notesMu.Unlock()
+}
+
+// takeNotes returns the notes recorded since the last call.
+func (c *Cluster) takeNotes() []string {
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
+	out := c.notes
+	c.notes = nil
+	return out
 }
 
 // ClusterConfig describes the cluster to start.
@@ -211,31 +240,19 @@ func (c *Cluster) Info(i int) (ClusterInfo, error) {
 	return ci, json.NewDecoder(resp.Body).Decode(&ci)
 }
 
-// WaitReady polls until every running node answers and sees a live leader
-// for every shard.
+// WaitReady polls until every running node answers and every running
+// replica of every shard sees a live leader. A node that holds no replica of
+// a shard (more nodes than the replication factor) only learns its leader
+// when it routes a request there, so its view of that shard does not count.
 func (c *Cluster) WaitReady(timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	why := "not checked"
 	for time.Now().Before(deadline) {
-		why = ""
-		for i := range c.Nodes {
-			if !c.Running(i + 1) {
-				continue
-			}
-			ci, err := c.Info(i + 1)
-			if err != nil {
-				why = fmt.Sprintf("node %d: %v", i+1, err)
-				break
-			}
-			for _, s := range ci.Shards {
-				if s.Leader == 0 || int(s.Leader) > len(c.Nodes) || !c.Running(int(s.Leader)) {
-					why = fmt.Sprintf("node %d sees no live leader of shard %d", i+1, s.ID)
-					break
-				}
-			}
-			if why != "" {
-				break
-			}
+		views, err := c.views(0)
+		if err != nil {
+			why = err.Error()
+		} else {
+			why = notReady(views, c.Running, len(c.Nodes))
 		}
 		if why == "" {
 			return nil
@@ -245,8 +262,45 @@ func (c *Cluster) WaitReady(timeout time.Duration) error {
 	return fmt.Errorf("chaos: cluster not ready after %v: %s", timeout, why)
 }
 
-// Leader returns the leader of shard and one follower, as a running node
-// sees them.
+// views returns the view of the shards of every running node but skip.
+func (c *Cluster) views(skip int) (map[int]ClusterInfo, error) {
+	out := map[int]ClusterInfo{}
+	for i := range c.Nodes {
+		if i+1 == skip || !c.Running(i+1) {
+			continue
+		}
+		ci, err := c.Info(i + 1)
+		if err != nil {
+			return out, fmt.Errorf("node %d: %v", i+1, err)
+		}
+		out[i+1] = ci
+	}
+	return out, nil
+}
+
+// notReady explains why the nodes' views (by node) do not show a live
+// leader, known to every replica, of every shard; "" when they do.
+func notReady(views map[int]ClusterInfo, running func(int) bool, nodes int) string {
+	ids := make([]int, 0, len(views))
+	for id := range views {
+		ids = append(ids, id)
+	}
+	sort.Ints(ids)
+	for _, id := range ids {
+		for _, s := range views[id].Shards {
+			if !slices.Contains(s.Replicas, uint64(id)) {
+				continue
+			}
+			if s.Leader == 0 || int(s.Leader) > nodes || !running(int(s.Leader)) {
+				return fmt.Sprintf("node %d sees no live leader of shard %d", id, s.ID)
+			}
+		}
+	}
+	return ""
+}
+
+// Leader returns the leader of shard and one follower, as a running
+// replica of the shard sees them.
 func (c *Cluster) Leader(shard uint64) (leader, follower int, err error) {
 	for i := range c.Nodes {
 		if !c.Running(i + 1) {
@@ -257,7 +311,7 @@ func (c *Cluster) Leader(shard uint64) (leader, follower int, err error) {
 			continue
 		}
 		for _, s := range ci.Shards {
-			if s.ID != shard || s.Leader == 0 {
+			if s.ID != shard || s.Leader == 0 || !slices.Contains(s.Replicas, uint64(i+1)) {
 				continue
 			}
 			for _, r := range s.Replicas {
@@ -269,6 +323,83 @@ func (c *Cluster) Leader(shard uint64) (leader, follower int, err error) {
 		}
 	}
 	return 0, 0, fmt.Errorf("chaos: no leader known for shard %d", shard)
+}
+
+// LeaderCount returns how many shards node i leads as the other running
+// nodes see it, or -1 when none of them answers.
+func (c *Cluster) LeaderCount(i int) int {
+	views, _ := c.views(i)
+	if len(views) == 0 {
+		return -1
+	}
+	return leadsOf(views, i)
+}
+
+// leadsOf counts the shards that every replica of the shard in views (the
+// shards as other nodes see them) says node leads: a replica cut off from
+// the rest may not have heard of a new leader, and a node that holds no
+// replica of a shard only knows the leader it last routed to.
+func leadsOf(views map[int]ClusterInfo, node int) int {
+	seen := map[uint64]int{} // shard -> 1: every replica so far says node, -1: one does not
+	for id, ci := range views {
+		for _, s := range ci.Shards {
+			if !slices.Contains(s.Replicas, uint64(id)) {
+				continue
+			}
+			if int(s.Leader) != node {
+				seen[s.ID] = -1
+			} else if seen[s.ID] == 0 {
+				seen[s.ID] = 1
+			}
+		}
+	}
+	n := 0
+	for _, v := range seen {
+		if v == 1 {
+			n++
+		}
+	}
+	return n
+}
+
+// GoMemory returns node i's Go soft memory limit (go_gc_gomemlimit_bytes
+// of its /metrics; math.MaxInt64 is none) and its Go heap in use
+// (go_memstats_heap_inuse_bytes).
+func (c *Cluster) GoMemory(i int) (limit, heap int64, err error) {
+	resp, err := c.hc.Get(c.URL(i) + "/metrics")
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, 0, err
+	}
+	found := 0
+	for _, line := range strings.Split(string(body), "\n") {
+		name, v, ok := strings.Cut(line, " ")
+		if !ok || name != "go_gc_gomemlimit_bytes" && name != "go_memstats_heap_inuse_bytes" {
+			continue
+		}
+		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			return 0, 0, fmt.Errorf("chaos: node %d: %s: %v", i, name, err)
+		}
+		n := int64(math.MaxInt64)
+		if f < math.MaxInt64 {
+			n = int64(f)
+		}
+		if name == "go_gc_gomemlimit_bytes" {
+			limit = n
+		} else {
+			heap = n
+		}
+		found++
+	}
+	if found < 2 {
+		return 0, 0, fmt.Errorf("chaos: node %d reports no go_gc_gomemlimit_bytes or go_memstats_heap_inuse_bytes", i)
+	}
+	return limit, heap, nil
 }
 
 // Admin posts to node i's fault hook.

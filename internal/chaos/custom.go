@@ -8,7 +8,8 @@ import (
 )
 
 // ParseFault reads a fault from the command line: kill, pause, restart,
-// partition, disk-stall=DURATION, cpu=FRACTION-OF-A-CORE or memory=MB.
+// partition (isolate the target), split (a minority with the target against
+// a majority), disk-stall=DURATION, cpu=FRACTION-OF-A-CORE or memory=MB.
 // needsCgroups is true for cpu and memory.
 func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 	kind, arg, hasArg := strings.Cut(spec, "=")
@@ -27,6 +28,8 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		return noArg(restartFault{})
 	case "partition":
 		return noArg(partitionFault{})
+	case "split":
+		return noArg(splitFault{})
 	case "disk-stall":
 		d, err := time.ParseDuration(arg)
 		if err != nil || d <= 0 {
@@ -46,7 +49,7 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		}
 		return cgroupFault{memory: mb << 20}, true, nil
 	}
-	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, disk-stall=D, cpu=Q, memory=MB)", spec)
+	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, split, disk-stall=D, cpu=Q, memory=MB)", spec)
 }
 
 // Schedule repeats one fault: the first at At, lasting For, Repeat times,

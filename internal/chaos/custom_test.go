@@ -16,6 +16,7 @@ func TestParseFault(t *testing.T) {
 		"pause":           {"pause", "", false},
 		"restart":         {"restart", "", false},
 		"partition":       {"partition", "isolate", false},
+		"split":           {"partition", "split", false},
 		"disk-stall=1s":   {"disk-stall", "1s", false},
 		"cpu=0.1":         {"slow-cpu", "0.10 core", true},
 		"memory=256":      {"memory", "256 MB", true},
@@ -34,7 +35,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%q: %v %v %v, want %+v", spec, f, cg, err, want)
 		}
 	}
-	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood"} {
+	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood", "split=2"} {
 		if _, _, err := ParseFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

@@ -3,8 +3,6 @@ package chaos
 import (
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -63,7 +61,10 @@ func (partitionFault) Inject(c *Cluster, n int) error {
 	}
 	return c.Admin(n, "partition="+strings.Join(others, ","))
 }
-func (partitionFault) Heal(c *Cluster, n int) error {
+func (partitionFault) Heal(c *Cluster, n int) error { return healPartitions(c) }
+
+// healPartitions clears every node's blocked set.
+func healPartitions(c *Cluster) error {
 	var first error
 	for i := range c.Nodes {
 		if err := c.Admin(i+1, "partition="); err != nil && first == nil {
@@ -71,6 +72,61 @@ func (partitionFault) Heal(c *Cluster, n int) error {
 		}
 	}
 	return first
+}
+
+// splitFault cuts the cluster in two through every node's fault hook: a
+// minority with the target node and a majority with the rest (splitSides).
+// Each side drops its traffic to the other.
+type splitFault struct{}
+
+func (splitFault) Kind() string  { return "partition" }
+func (splitFault) Param() string { return "split" }
+func (splitFault) Inject(c *Cluster, n int) error {
+	minority, majority, err := splitSides(len(c.Nodes), n)
+	if err != nil {
+		return err
+	}
+	c.Notef("minority %s | majority %s", joinInts(minority), joinInts(majority))
+	for _, side := range [][2][]int{{minority, majority}, {majority, minority}} {
+		for _, node := range side[0] {
+			if err := c.Admin(node, "partition="+joinInts(side[1])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+func (splitFault) Heal(c *Cluster, n int) error { return healPartitions(c) }
+
+// splitSides divides nodes 1..n into a minority of floor((n-1)/2) nodes
+// (at least one) made of the target and the nodes after it (wrapping
+// around), and a majority of the others: 1 vs 2 of 3 nodes (the target
+// isolated), 1 vs 3 of 4, 2 vs 3 of 5, 3 vs 4 of 7. Both sides are sorted.
+func splitSides(n, target int) (minority, majority []int, err error) {
+	if n < 2 || target < 1 || target > n {
+		return nil, nil, fmt.Errorf("chaos: cannot split %d node(s) around node %d", n, target)
+	}
+	size := max(1, (n-1)/2)
+	in := map[int]bool{}
+	for i := 0; i < size; i++ {
+		in[(target-1+i)%n+1] = true
+	}
+	for node := 1; node <= n; node++ {
+		if in[node] {
+			minority = append(minority, node)
+		} else {
+			majority = append(majority, node)
+		}
+	}
+	return minority, majority, nil
+}
+
+func joinInts(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // diskStallFault delays every storage commit of the node.
@@ -82,110 +138,3 @@ func (f diskStallFault) Inject(c *Cluster, n int) error {
 	return c.Admin(n, "disk-stall="+f.delay.String())
 }
 func (f diskStallFault) Heal(c *Cluster, n int) error { return c.Admin(n, "disk-stall=0s") }
-
-// cgroup v1 roots (this machine's kind) and the v2 unified root.
-const (
-	cgCPUv1 = "/sys/fs/cgroup/cpu"
-	cgMemv1 = "/sys/fs/cgroup/memory"
-	cgV2    = "/sys/fs/cgroup"
-)
-
-func cgroupV2() bool {
-	_, err := os.Stat(filepath.Join(cgV2, "cgroup.controllers"))
-	return err == nil
-}
-
-// CgroupsSupported reports whether CPU and memory faults can be injected.
-func CgroupsSupported() error {
-	dirs := []string{cgCPUv1, cgMemv1}
-	if cgroupV2() {
-		dirs = []string{cgV2}
-	}
-	for _, d := range dirs {
-		probe := filepath.Join(d, fmt.Sprintf("cairn-probe-%d", os.Getpid()))
-		if err := os.Mkdir(probe, 0o755); err != nil {
-			return fmt.Errorf("%w: cannot create a cgroup under %s: %v", ErrUnsupported, d, err)
-		}
-		os.Remove(probe)
-	}
-	return nil
-}
-
-// cgroupFault moves the node's process into a fresh cgroup with a limit.
-type cgroupFault struct {
-	cpu    float64 // fraction of one core (cpu fault)
-	memory int64   // bytes (memory fault)
-}
-
-func (f cgroupFault) Kind() string {
-	if f.cpu > 0 {
-		return "slow-cpu"
-	}
-	return "memory"
-}
-
-func (f cgroupFault) Param() string {
-	if f.cpu > 0 {
-		return fmt.Sprintf("%.2f core", f.cpu)
-	}
-	return fmt.Sprintf("%d MB", f.memory>>20)
-}
-
-func (f cgroupFault) dir(n int) (root, dir string) {
-	root = cgMemv1
-	if f.cpu > 0 {
-		root = cgCPUv1
-	}
-	if cgroupV2() {
-		root = cgV2
-	}
-	return root, filepath.Join(root, fmt.Sprintf("cairn-chaos-%d-node%d", os.Getpid(), n))
-}
-
-func write(path, v string) error { return os.WriteFile(path, []byte(v), 0o644) }
-
-func (f cgroupFault) Inject(c *Cluster, n int) error {
-	if !c.Running(n) {
-		return fmt.Errorf("chaos: node %d is not running", n)
-	}
-	_, dir := f.dir(n)
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	var err error
-	switch {
-	case cgroupV2() && f.cpu > 0:
-		err = write(filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d 100000", int(f.cpu*100000)))
-	case cgroupV2():
-		err = write(filepath.Join(dir, "memory.max"), fmt.Sprint(f.memory))
-	case f.cpu > 0:
-		if err = write(filepath.Join(dir, "cpu.cfs_period_us"), "100000"); err == nil {
-			err = write(filepath.Join(dir, "cpu.cfs_quota_us"), fmt.Sprint(int(f.cpu*100000)))
-		}
-	default:
-		err = write(filepath.Join(dir, "memory.limit_in_bytes"), fmt.Sprint(f.memory))
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	return write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(c.Pid(n)))
-}
-
-func (f cgroupFault) Heal(c *Cluster, n int) error {
-	root, dir := f.dir(n)
-	if c.Running(n) {
-		_ = write(filepath.Join(root, "cgroup.procs"), strconv.Itoa(c.Pid(n)))
-	}
-	// The limit may have killed the node (memory): start it again.
-	var err error
-	if !c.Running(n) {
-		err = c.Start(n)
-	}
-	for i := 0; i < 50; i++ {
-		if os.Remove(dir) == nil || os.IsNotExist(os.Remove(dir)) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return err
-}

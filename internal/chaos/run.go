@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -51,8 +52,12 @@ type FaultResult struct {
 	StartMs       int64  `json:"start_ms"`
 	EndMs         int64  `json:"end_ms"`
 	UnavailableMs int64  `json:"unavailable_ms"`
-	ClientErrors  int    `json:"client_errors"`
-	RecoveryMs    int64  `json:"recovery_ms"`
+	// ClientErrors counts the register writes and compare-and-sets whose
+	// outcome the client could not learn, called from the injection to 5 s
+	// after healing; ClientErrorsByKind splits them by errKind.
+	ClientErrors       int            `json:"client_errors"`
+	ClientErrorsByKind map[string]int `json:"client_errors_by_kind"`
+	RecoveryMs         int64          `json:"recovery_ms"`
 	// HalfBaselineMs is the time from the injection to the end of the
 	// first second from which throughput stays at or above half the
 	// baseline until the fault heals; -1 when the fault ends below it.
@@ -61,7 +66,15 @@ type FaultResult struct {
 	// Baseline the mean before the first fault.
 	ThroughputDuring float64 `json:"throughput_during"`
 	Baseline         float64 `json:"baseline"`
-	Error            string  `json:"error,omitempty"`
+	// TargetLeadsBefore and TargetLeadsEnd count the shards the target
+	// node led just before the injection and just before healing, as the
+	// other nodes see it (-1: unknown).
+	TargetLeadsBefore int `json:"target_leads_before"`
+	TargetLeadsEnd    int `json:"target_leads_end"`
+	// Note is what the fault said about its injection and healing (the
+	// sides of a split, whether a memory limit took the node's pages…).
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // Result is results.json of a chaos run.
@@ -161,7 +174,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults}
 	all, _ := rec.perf.Results(elapsed)
-	res.Ops, res.ClientErrors, res.Series = len(rec.history), all.ErrorKinds, all.Series
+	res.Ops, res.Series = len(rec.history), all.Series
+	res.ClientErrors = map[string]uint64{}
+	rec.mu.Lock()
+	for k, v := range rec.errKinds {
+		res.ClientErrors[k] = v
+	}
+	rec.mu.Unlock()
 	measureFaults(res, rec, start)
 
 	logf("checking %d operations for linearizability…", len(rec.history))
@@ -215,20 +234,39 @@ func runSteps(ctx context.Context, c *Cluster, steps []Step, start time.Time, lo
 			continue
 		}
 		fr.Node = node
+		fr.TargetLeadsBefore = c.LeaderCount(node)
+		c.takeNotes()
 		fr.StartMs = time.Since(start).Milliseconds()
-		logf("%6.1fs inject %s %s into node %d (%s)", time.Since(start).Seconds(), fr.Kind, fr.Param, node, s.Target)
-		if err := s.Fault.Inject(c, node); err != nil {
+		err = s.Fault.Inject(c, node)
+		if err != nil {
 			fr.Error = err.Error()
 		}
+		notes := c.takeNotes()
+		logf("%6.1fs inject %s %s into node %d (%s)%s", float64(fr.StartMs)/1000, fr.Kind, fr.Param, node, s.Target, noteSuffix(notes, err))
 		sleepUntil(ctx, start.Add(s.At+s.For))
-		if err := s.Fault.Heal(c, node); err != nil && fr.Error == "" {
+		fr.TargetLeadsEnd = c.LeaderCount(node)
+		err = s.Fault.Heal(c, node)
+		if err != nil && fr.Error == "" {
 			fr.Error = err.Error()
 		}
 		fr.EndMs = time.Since(start).Milliseconds()
-		logf("%6.1fs healed node %d", time.Since(start).Seconds(), node)
+		healNotes := c.takeNotes()
+		fr.Note = strings.Join(append(notes, healNotes...), "; ")
+		logf("%6.1fs healed node %d%s", time.Since(start).Seconds(), node, noteSuffix(healNotes, err))
 		out = append(out, fr)
 	}
 	return out
+}
+
+// noteSuffix formats a fault's notes and error for its log line.
+func noteSuffix(notes []string, err error) string {
+	if err != nil {
+		notes = append(notes, "error: "+err.Error())
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return ": " + strings.Join(notes, "; ")
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
@@ -288,7 +326,8 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 	for i := range res.Faults {
 		f := &res.Faults[i]
 		f.Baseline = base
-		startNs, endNs := f.StartMs*1e6, f.EndMs*1e6
+		f.ClientErrors, f.ClientErrorsByKind = clientErrors(rec.history, f.StartMs, f.EndMs)
+		startNs := f.StartMs * 1e6
 		// Unavailability: for each key, from the injection to the first
 		// successful write invoked after it through a node other than the
 		// target; the worst key counts.
@@ -303,9 +342,6 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 				if t, ok := firstOK[op.Key]; !ok || op.Return < t {
 					firstOK[op.Key] = op.Return
 				}
-			}
-			if op.Call >= startNs && op.Call <= endNs+5e9 && op.Outcome == checker.Unknown {
-				f.ClientErrors++
 			}
 		}
 		for k := range keys {
@@ -334,6 +370,21 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 		f.HalfBaselineMs = halfBaseline(series, f.StartMs, f.EndMs, base)
 	}
 	sort.SliceStable(res.Faults, func(a, b int) bool { return res.Faults[a].StartMs < res.Faults[b].StartMs })
+}
+
+// clientErrors counts the register writes and compare-and-sets whose
+// outcome the client could not learn, called from startMs to 5 s after
+// endMs, in all and by errKind.
+func clientErrors(history []checker.Op, startMs, endMs int64) (int, map[string]int) {
+	n, byKind := 0, map[string]int{}
+	for _, op := range history {
+		if op.Kind == checker.Read || op.Outcome != checker.Unknown || op.Call < startMs*1e6 || op.Call > endMs*1e6+5e9 {
+			continue
+		}
+		n++
+		byKind[errKind(op.Err)]++
+	}
+	return n, byKind
 }
 
 // halfBaseline: see FaultResult.HalfBaselineMs. A point's second ends at

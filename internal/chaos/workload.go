@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +30,9 @@ type recorder struct {
 	history []checker.Op
 	acked   map[string]string
 	perf    *bench.Recorder
+	// errKinds counts the failed operations by errKind (the run's
+	// client_errors).
+	errKinds map[string]uint64
 }
 
 func (r *recorder) since(t time.Time) int64 { return t.Sub(r.start).Nanoseconds() }
@@ -36,6 +41,57 @@ func (r *recorder) add(op checker.Op) {
 	r.mu.Lock()
 	r.history = append(r.history, op)
 	r.mu.Unlock()
+}
+
+// record one operation in the throughput series and the run's error
+// counts.
+func (r *recorder) record(name string, call, end time.Time, err error) {
+	err = perfErr(err)
+	r.perf.Record(name, call, end, err)
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	if r.errKinds == nil {
+		r.errKinds = map[string]uint64{}
+	}
+	r.errKinds[errKind(err.Error())]++
+	r.mu.Unlock()
+}
+
+// statusInMsg finds the status of a node's error answer in a client error
+// message ("cairn: 503 overloaded: …").
+var statusInMsg = regexp.MustCompile(`cairn: (\d{3}) `)
+
+// errKind classifies a client error, by its message, for client_errors
+// (the run's and each fault's): "unavailable" (a 503 answer: no leader,
+// overloaded, stopping), "timeout" (a 504 answer, or no answer within an
+// attempt's deadline), "connection" (refused, reset or closed), "http_N"
+// (another status) or "other". The client retries until its deadline and
+// then returns ErrTimeout with its last attempt's failure as text, so the
+// kind is that of the last attempt.
+func errKind(msg string) string {
+	if m := statusInMsg.FindAllStringSubmatch(msg, -1); len(m) > 0 {
+		switch code := m[len(m)-1][1]; code {
+		case "503":
+			return "unavailable"
+		case "504":
+			return "timeout"
+		default:
+			return "http_" + code
+		}
+	}
+	for _, s := range []string{"connection refused", "connection reset", "broken pipe", "EOF", "server closed", "no route to host", "network is unreachable"} {
+		if strings.Contains(msg, s) {
+			return "connection"
+		}
+	}
+	for _, s := range []string{"cairn: timeout", "deadline exceeded", "Timeout exceeded"} {
+		if strings.Contains(msg, s) {
+			return "timeout"
+		}
+	}
+	return "other"
 }
 
 // outcomeOf: only a 412 is a definite "not applied" (the condition did
@@ -91,7 +147,7 @@ func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, nod
 				rd.Outcome, rd.Value = checker.OK, ""
 			}
 			rec.add(rd)
-			rec.perf.Record("read", call, ret, perfErr(gerr))
+			rec.record("read", call, ret, gerr)
 			if rd.Outcome != checker.OK || v.Version == 0 {
 				continue
 			}
@@ -107,7 +163,7 @@ func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, nod
 			op.Err = err.Error()
 		}
 		rec.add(op)
-		rec.perf.Record(string(op.Kind), call, end, perfErr(err))
+		rec.record(string(op.Kind), call, end, err)
 	}
 }
 
@@ -118,7 +174,7 @@ func runSet(ctx context.Context, rec *recorder, cls []*client.Client) {
 		k, v := fmt.Sprintf("set/%06d", i), fmt.Sprint("v", i)
 		start := time.Now()
 		_, err := cls[i%len(cls)].Put(context.Background(), []byte(k), []byte(v), client.PutOptions{})
-		rec.perf.Record("set", start, time.Now(), perfErr(err))
+		rec.record("set", start, time.Now(), err)
 		if err == nil {
 			rec.mu.Lock()
 			rec.acked[k] = v
