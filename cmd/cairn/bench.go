@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -15,13 +16,14 @@ import (
 )
 
 type benchOpts struct {
-	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion string
-	clients, conns, keySize, valSize, fieldCount, fieldLength                                  int
-	total, keys, records                                                                       uint64
-	duration, warmup, timeout                                                                  time.Duration
-	rate                                                                                       float64
-	sequential, noPreload                                                                      bool
-	seed                                                                                       int64
+	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
+	cpuProfile                                                                                        string
+	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                               int
+	total, keys, records                                                                              uint64
+	duration, warmup, timeout                                                                         time.Duration
+	rate                                                                                              float64
+	sequential, noPreload                                                                             bool
+	seed                                                                                              int64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -55,7 +57,10 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
 	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
-	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (one request at a time per connection, as wrk) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
+	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (up to --pipeline requests in flight per connection) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
+	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
+	f.IntVar(&o.pipeline, "pipeline", 1, "Cairn targets over HTTP/1.1: requests in flight per connection (1: one at a time, as wrk and curl)")
+	f.StringVar(&o.route, "route", bench.RouteLeader, "Cairn targets: leader (each request to the node leading its key's shard; every connection links to every node) or fixed (connection i to node i mod n)")
 	f.Uint64Var(&o.records, "records", 1000, "YCSB record count (load phase)")
 	f.IntVar(&o.fieldCount, "field-count", 10, "YCSB fields per record")
 	f.IntVar(&o.fieldLength, "field-length", 100, "YCSB bytes per field")
@@ -128,8 +133,11 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if o.httpVersion != "1.1" && o.httpVersion != "2" {
 		return usageError{fmt.Errorf("--http must be 1.1 or 2, got %q", o.httpVersion)}
 	}
+	if o.pipeline < 1 {
+		return usageError{fmt.Errorf("--pipeline must be at least 1, got %d", o.pipeline)}
+	}
 	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
-		Timeout: o.timeout, HTTP2: o.httpVersion == "2"})
+		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
 		return usageError{err}
 	}
@@ -147,6 +155,10 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
 	if res.TargetKind == "cairn" {
 		res.Params["http"] = o.httpVersion
+		res.Params["route"] = o.route
+		if o.httpVersion == "1.1" {
+			res.Params["pipeline"] = o.pipeline
+		}
 	}
 	if !o.noPreload {
 		if n, _ := wl.Preload(); n > 0 {
@@ -157,6 +169,17 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 			}
 			fmt.Fprintf(stderr, "preloaded %d records in %v\n", res.Preloaded, time.Since(start).Round(time.Millisecond))
 		}
+	}
+	if o.cpuProfile != "" {
+		pf, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	tty := isTerminal(os.Stderr)
 	var best bench.RunResult

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/http1"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -37,9 +39,16 @@ type DriverConfig struct {
 	Replicas     string // v0 replicas=ACK/FROM for entity ops
 	// HTTP2 makes the Cairn driver speak HTTP/2 without TLS (h2c, prior
 	// knowledge), so each connection carries many requests at once, as
-	// etcd's gRPC connections do. Off: HTTP/1.1, one request at a time per
-	// connection (what wrk and curl do).
-	HTTP2   bool
+	// etcd's gRPC connections do. Off: HTTP/1.1 with up to Pipeline
+	// requests in flight per connection.
+	HTTP2 bool
+	// Pipeline bounds the HTTP/1.1 requests in flight on one connection.
+	// Default 1: one at a time (what wrk and curl do).
+	Pipeline int
+	// Route: RouteLeader (default) sends each request to the node that
+	// leads its key's shard; RouteFixed pins connection i to node
+	// i mod n.
+	Route   string
 	Timeout time.Duration
 }
 
@@ -68,13 +77,27 @@ func TargetKind(target string) string {
 	return "cairn"
 }
 
-// httpDriver talks to Cairn nodes; connection i is pinned to node
-// i mod len(nodes) and is one keep-alive TCP connection (HTTP/1.1, or
-// HTTP/2 carrying many requests at once with DriverConfig.HTTP2).
+// httpDriver talks to Cairn nodes. Connection i is one keep-alive TCP
+// connection to node i mod len(nodes) (RouteFixed), or one to every node
+// (RouteLeader: each request goes to the node leading its key's shard).
+// A connection speaks HTTP/1.1 with up to Pipeline requests in flight
+// (internal/http1), or HTTP/2 carrying many at once (DriverConfig.HTTP2).
 type httpDriver struct {
-	c       DriverConfig
-	bases   []string
-	clients []*http.Client
+	c     DriverConfig
+	bases []string // http://host:port per node
+	// slots[i][j]: connection i's link to node j (RouteFixed fills only
+	// j = i mod n).
+	slots [][]*link
+	rt    *router // nil with RouteFixed
+}
+
+// link is one lazily dialed connection to one node.
+type link struct {
+	addr  string
+	depth int
+	mu    sync.Mutex
+	h1    *http1.Conn
+	h2    *http.Client
 }
 
 func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
@@ -84,46 +107,115 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 		if !strings.HasPrefix(b, "http://") {
 			b = "http://" + b
 		}
-		if _, err := url.Parse(b); err != nil {
-			return nil, fmt.Errorf("bench: bad target %q: %w", b, err)
+		u, err := url.Parse(b)
+		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return nil, fmt.Errorf("bench: bad target %q: want http://host:port", b)
 		}
-		d.bases = append(d.bases, b)
+		d.bases = append(d.bases, "http://"+u.Host)
 	}
-	for i := 0; i < c.Conns; i++ {
-		tr := &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-			MaxConnsPerHost:     1,
-			MaxIdleConnsPerHost: 1,
-			IdleConnTimeout:     90 * time.Second,
+	switch c.Route {
+	case "", RouteLeader:
+		d.rt = newRouter(d.bases, c.Timeout)
+	case RouteFixed:
+	default:
+		return nil, fmt.Errorf("bench: --route must be %s or %s, got %q", RouteLeader, RouteFixed, c.Route)
+	}
+	d.slots = make([][]*link, c.Conns)
+	for i := range d.slots {
+		d.slots[i] = make([]*link, len(d.bases))
+		for j, b := range d.bases {
+			if d.rt == nil && j != i%len(d.bases) {
+				continue
+			}
+			l := &link{addr: strings.TrimPrefix(b, "http://"), depth: max(c.Pipeline, 1)}
+			if c.HTTP2 {
+				tr := &http.Transport{
+					DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+					MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second,
+					Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
+				}
+				tr.Protocols.SetUnencryptedHTTP2(true)
+				l.h2 = &http.Client{Transport: tr, Timeout: c.Timeout}
+			}
+			d.slots[i][j] = l
 		}
-		if c.HTTP2 {
-			tr.Protocols = new(http.Protocols)
-			tr.Protocols.SetUnencryptedHTTP2(true)
-			tr.HTTP2 = &http.HTTP2Config{StrictMaxConcurrentRequests: true}
-		}
-		d.clients = append(d.clients, &http.Client{Transport: tr, Timeout: c.Timeout})
 	}
 	return d, nil
 }
 
-func (d *httpDriver) do(ctx context.Context, conn int, method, u string, body []byte) error {
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return err
+// node picks the node a request for key goes to on connection conn.
+func (d *httpDriver) node(conn int, key []byte) int {
+	if d.rt != nil {
+		if n, ok := d.rt.leaderOf(key); ok {
+			return n
+		}
 	}
-	resp, err := d.clients[conn%len(d.clients)].Do(req)
-	if err != nil {
-		return err
+	return conn % len(d.bases)
+}
+
+func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQuery string, body []byte) error {
+	node := d.node(conn, key)
+	l := d.slots[conn%len(d.slots)][node]
+	ctx, cancel := context.WithTimeout(ctx, d.c.Timeout)
+	defer cancel()
+	var status int
+	if l.h2 != nil {
+		req, err := http.NewRequestWithContext(ctx, method, d.bases[node]+pathQuery, bytes.NewReader(body))
+		if err != nil {
+			return err
+		}
+		resp, err := l.h2.Do(req)
+		if err != nil {
+			return err
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		status = resp.StatusCode
+	} else {
+		c, err := l.conn(ctx)
+		if err != nil {
+			return err
+		}
+		resp, err := c.Do(ctx, &http1.Request{Method: method, Path: pathQuery, Body: body})
+		if err != nil {
+			return err
+		}
+		status = resp.Status
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	switch {
-	case resp.StatusCode < 300:
+	case status < 300:
 		return nil
-	case resp.StatusCode == http.StatusNotFound:
+	case status == http.StatusNotFound:
 		return ErrNotFound
 	}
-	return &StatusError{Code: resp.StatusCode}
+	return &StatusError{Code: status}
+}
+
+// conn returns the link's HTTP/1.1 connection, dialing a new one when
+// there is none or the last one failed.
+func (l *link) conn(ctx context.Context) (*http1.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h1 != nil && !l.h1.Failed() {
+		return l.h1, nil
+	}
+	c, err := http1.Dial(ctx, l.addr, l.depth)
+	if err != nil {
+		return nil, err
+	}
+	l.h1 = c
+	return c, nil
+}
+
+func (l *link) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.h1 != nil {
+		l.h1.Close()
+	}
+	if l.h2 != nil {
+		l.h2.CloseIdleConnections()
+	}
 }
 
 // StatusError is an HTTP error answer.
@@ -131,22 +223,20 @@ type StatusError struct{ Code int }
 
 func (e *StatusError) Error() string { return fmt.Sprintf("http %d", e.Code) }
 
-func (d *httpDriver) base(conn int) string { return d.bases[conn%len(d.bases)] }
-
 func (d *httpDriver) Put(ctx context.Context, conn int, key, val []byte) error {
-	return d.do(ctx, conn, http.MethodPut, d.base(conn)+"/v1/kv/"+url.PathEscape(string(key)), val)
+	return d.do(ctx, conn, key, http.MethodPut, "/v1/kv/"+url.PathEscape(string(key)), val)
 }
 
 func (d *httpDriver) Get(ctx context.Context, conn int, key []byte) error {
-	u := d.base(conn) + "/v1/kv/" + url.PathEscape(string(key))
+	u := "/v1/kv/" + url.PathEscape(string(key))
 	if d.c.Serializable {
 		u += "?consistency=serializable"
 	}
-	return d.do(ctx, conn, http.MethodGet, u, nil)
+	return d.do(ctx, conn, key, http.MethodGet, u, nil)
 }
 
-func (d *httpDriver) entityURL(conn int, id []byte) string {
-	u := d.base(conn) + "/v0/entity?id=" + url.QueryEscape(string(id))
+func (d *httpDriver) entityURL(id []byte) string {
+	u := "/v0/entity?id=" + url.QueryEscape(string(id))
 	if d.c.Replicas != "" {
 		u += "&replicas=" + d.c.Replicas
 	}
@@ -154,16 +244,23 @@ func (d *httpDriver) entityURL(conn int, id []byte) string {
 }
 
 func (d *httpDriver) EntityPut(ctx context.Context, conn int, id, val []byte) error {
-	return d.do(ctx, conn, http.MethodPut, d.entityURL(conn, id), val)
+	return d.do(ctx, conn, id, http.MethodPut, d.entityURL(id), val)
 }
 
 func (d *httpDriver) EntityGet(ctx context.Context, conn int, id []byte) error {
-	return d.do(ctx, conn, http.MethodGet, d.entityURL(conn, id), nil)
+	return d.do(ctx, conn, id, http.MethodGet, d.entityURL(id), nil)
 }
 
 func (d *httpDriver) Close() error {
-	for _, c := range d.clients {
-		c.CloseIdleConnections()
+	if d.rt != nil {
+		d.rt.stop()
+	}
+	for _, row := range d.slots {
+		for _, l := range row {
+			if l != nil {
+				l.close()
+			}
+		}
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
@@ -88,7 +89,7 @@ type Server struct {
 	store  *store.Store
 	tr     *transport.GRPC
 	coord  *kv.Coordinator
-	http   *http.Server
+	http   *http1.Server
 	lis    net.Listener
 	fresh  bool
 	log    *slog.Logger
@@ -217,14 +218,23 @@ func (s *Server) build() error {
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
 	}
-	// HTTP/1.1 for curl and wrk-style clients, and HTTP/2 without TLS
-	// (prior knowledge, "h2c") for clients that multiplex many requests
-	// over few connections, as etcd's gRPC clients do.
+	// HTTP/1.1 with pipelined requests served concurrently (internal/http1)
+	// for curl, wrk-style and pipelining clients, and HTTP/2 without TLS
+	// (prior knowledge, "h2c") on the same port for clients that multiplex
+	// many requests over few connections, as etcd's gRPC clients do.
 	protos := new(http.Protocols)
-	protos.SetHTTP1(true)
 	protos.SetUnencryptedHTTP2(true)
-	s.http = &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}}
+	s.http = &http1.Server{
+		Handler: api,
+		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
+			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
+		MaxPipeline:       h1Pipeline,
+		MaxBodyBytes:      int64(acfg.MaxValueSize),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		Reject:            httpapi.WriteProtocolError,
+		Logger:            s.log,
+	}
 	return nil
 }
 
@@ -244,9 +254,12 @@ func (s *Server) warnConflicts(id identity) {
 	}
 }
 
-// h2Streams bounds the requests one HTTP/2 connection carries at once;
-// the node-wide bound is --max-inflight.
-const h2Streams = 1000
+// h2Streams and h1Pipeline bound the requests one HTTP/2 or HTTP/1.1
+// connection carries at once; the node-wide bound is --max-inflight.
+const (
+	h2Streams  = 1000
+	h1Pipeline = 1000
+)
 
 // Start serves HTTP and starts the replicas.
 func (s *Server) Start() {
@@ -262,7 +275,7 @@ func (s *Server) Start() {
 	}
 	s.store.Start(s.fresh)
 	go func() {
-		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
 		}
 	}()

@@ -52,3 +52,24 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeError(w, http.StatusInternalServerError, "internal", err.Error())
 	}
 }
+
+// WriteProtocolError answers a request the HTTP server could not parse
+// (internal/http1's Server.Reject) with the API's JSON error body.
+func WriteProtocolError(w http.ResponseWriter, status int, msg string) {
+	code := "bad_request"
+	switch status {
+	case http.StatusRequestEntityTooLarge:
+		code = "value_too_large"
+	case http.StatusExpectationFailed:
+		code = "expectation_failed"
+	case http.StatusRequestHeaderFieldsTooLarge:
+		code = "header_too_large"
+	case http.StatusNotImplemented:
+		code = "not_implemented"
+	case http.StatusHTTPVersionNotSupported:
+		code = "version_not_supported"
+	case http.StatusInternalServerError:
+		code = "internal"
+	}
+	writeError(w, status, code, msg)
+}
