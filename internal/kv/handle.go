@@ -62,7 +62,7 @@ func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req 
 	if forward {
 		propose = r.ProposeForward
 	}
-	res, err := propose(ctx, cmd.RequestID, req.Command)
+	res, err := propose(ctx, cmd.RequestID, cmd.Key, req.Command)
 	if err != nil {
 		return errResponse(err)
 	}

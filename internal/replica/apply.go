@@ -1,15 +1,13 @@
 package replica
 
 import (
-	"encoding/binary"
 	"errors"
-	"slices"
-	"sort"
 
 	"github.com/cairn-db/cairn/internal/raftlog"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cespare/xxhash/v2"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -30,15 +28,22 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 			if len(e.Data) == 0 {
 				continue // a new leader's empty entry
 			}
-			var cmd wire.Command
-			if err := cmd.Unmarshal(e.Data); err != nil {
+			cmds, err := wire.SplitEntry(e.Data)
+			if err != nil {
 				// Proposers only propose valid encodings; skipping is
 				// deterministic on every replica.
 				r.cfg.Logger.Error("skipping undecodable entry", "shard", r.id, "index", e.Index, "err", err)
 				continue
 			}
-			res := r.applyCommand(b, e.Index, &cmd)
-			results = append(results, applied{reqID: string(cmd.RequestID), res: res})
+			for _, data := range cmds {
+				var cmd wire.Command
+				if err := cmd.Unmarshal(data); err != nil {
+					r.cfg.Logger.Error("skipping undecodable command", "shard", r.id, "index", e.Index, "err", err)
+					continue
+				}
+				res := r.applyCommand(b, e.Index, &cmd)
+				results = append(results, applied{reqID: string(cmd.RequestID), res: res})
+			}
 		case raftpb.EntryConfChange:
 			var cc raftpb.ConfChange
 			if err := cc.Unmarshal(e.Data); err != nil {
@@ -81,6 +86,8 @@ type applyBatch struct {
 	b   *storage.Batch
 	eng *storage.Engine
 	ov  map[string][]byte // nil value: deleted in this round
+	// ranges deleted in this round (before any write in ov).
+	ranges [][2]string
 }
 
 func (a *applyBatch) Get(k []byte) ([]byte, error) {
@@ -89,6 +96,11 @@ func (a *applyBatch) Get(k []byte) ([]byte, error) {
 			return nil, storage.ErrNotFound
 		}
 		return v, nil
+	}
+	for _, rg := range a.ranges {
+		if string(k) >= rg[0] && string(k) < rg[1] {
+			return nil, storage.ErrNotFound
+		}
 	}
 	return a.eng.Get(k)
 }
@@ -103,25 +115,32 @@ func (a *applyBatch) Delete(k []byte) {
 	a.ov[string(k)] = nil
 }
 
-// pruneEvery: dedup records are pruned when applying a command whose log
-// index is a multiple of this, up to pruneMax records at a time — a rule
-// on the log, so every replica prunes the same records at the same point.
-const (
-	pruneEvery = 32
-	pruneMax   = 64
-)
+// DeleteRange deletes [start, end) from the engine's view and the round's
+// writes so far.
+func (a *applyBatch) DeleteRange(start, end []byte) {
+	a.b.DeleteRange(start, end)
+	for k := range a.ov {
+		if k >= string(start) && k < string(end) {
+			a.ov[k] = nil
+		}
+	}
+	a.ranges = append(a.ranges, [2]string{string(start), string(end)})
+}
 
-// applyCommand executes one write deterministically against b.
+// applyCommand executes one write deterministically against b. Its
+// version is index, the log index of its entry (an entry holds at most one
+// command per key).
 func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) Result {
-	var dk []byte
+	var idHash uint64
 	if len(cmd.RequestID) > 0 {
-		dk = storage.DedupKey(r.id, cmd.RequestID)
+		idHash = xxhash.Sum64(cmd.RequestID)
 		// The filter rules out (almost) every first attempt without a
 		// Pebble read; a possible hit reads the record itself.
-		if r.mu.dedup.mayHave(cmd.RequestID) {
-			if rec, err := b.Get(dk); err == nil && len(rec) >= 8 {
+		var buf [4]uint64
+		for _, bucket := range r.mu.dedup.candidates(idHash, buf[:0]) {
+			if rec, err := b.Get(storage.DedupKey(r.id, bucket, cmd.RequestID)); err == nil {
 				var res wire.Result
-				if res.Unmarshal(rec[8:]) == nil {
+				if res.Unmarshal(rec) == nil {
 					return Result{Result: res, Index: index}
 				}
 			}
@@ -151,54 +170,25 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	default:
 		res.Status = wire.StatusNotFound
 	}
-	if dk != nil {
-		rec := binary.BigEndian.AppendUint64(nil, uint64(cmd.UnixNano))
-		b.Set(dk, append(rec, res.Marshal()...))
-		b.Set(storage.DedupAgeKey(r.id, cmd.UnixNano, cmd.RequestID), []byte{})
-		r.mu.dedup.add(cmd.RequestID)
-		if index%pruneEvery == 0 {
-			r.pruneDedup(b, cmd.UnixNano-int64(r.cfg.DedupTTL))
-		}
+	if len(cmd.RequestID) > 0 {
+		bucket := r.dedupBucket(cmd.UnixNano)
+		b.Set(storage.DedupKey(r.id, bucket, cmd.RequestID), res.Marshal())
+		r.mu.dedup.add(bucket, idHash)
+		r.pruneDedup(b, cmd.UnixNano)
 	}
 	return Result{Result: res, Index: index}
 }
 
-// pruneDedup removes up to pruneMax dedup records older than before, the
-// oldest first, from the logical state (engine merged with the round's
-// overlay), so the outcome does not depend on batch boundaries.
-func (r *Replica) pruneDedup(b *applyBatch, before int64) {
-	p := storage.DedupAgePrefix(r.id)
-	limit := storage.DedupAgeKey(r.id, before, nil)
-	var cands []string
-	it, err := b.eng.NewIter(p, limit)
-	if err != nil {
-		panic("replica: prune: " + err.Error())
+// pruneDedup drops the dedup buckets whose every record is older than
+// DedupTTL at proposer time t: the rule depends on the log only, so every
+// replica drops the same records at the same command. (A replica that
+// restarted repeats a deletion once; that changes nothing.)
+func (r *Replica) pruneDedup(b *applyBatch, t int64) {
+	limit := r.dedupBucket(t - int64(r.cfg.DedupTTL))
+	if limit <= r.mu.dedupFloor {
+		return
 	}
-	for ok := it.First(); ok && len(cands) < pruneMax*2; ok = it.Next() {
-		if v, in := b.ov[string(it.Key())]; !in || v != nil {
-			cands = append(cands, string(it.Key()))
-		}
-	}
-	if err := it.Close(); err != nil {
-		panic("replica: prune: " + err.Error())
-	}
-	for k, v := range b.ov {
-		if v != nil && k >= string(p) && k < string(limit) {
-			cands = append(cands, k)
-		}
-	}
-	sort.Strings(cands)
-	cands = slices.Compact(cands)
-	for i, k := range cands {
-		if i == pruneMax {
-			break
-		}
-		_, id, err := storage.DecodeDedupAgeKey([]byte(k))
-		if err != nil {
-			continue
-		}
-		b.Delete([]byte(k))
-		b.Delete(storage.DedupKey(r.id, id))
-		r.mu.dedup.remove(id) // an id has one age key and one record
-	}
+	b.DeleteRange(storage.DedupBucketStart(r.id, 0), storage.DedupBucketStart(r.id, limit))
+	r.mu.dedupFloor = limit
+	r.mu.dedup.dropBelow(limit)
 }

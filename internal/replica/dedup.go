@@ -1,55 +1,159 @@
 package replica
 
 import (
+	"sort"
+
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cespare/xxhash/v2"
 )
 
-// dedupFilter counts, per 64-bit hash of a request id, the records a
-// replica's dedup table holds (its DedupKey records in Pebble). Nearly
-// every write is a first attempt whose id has no record: the filter says so
-// without a Pebble read. A possible hit (a retry, or a hash collision)
-// reads the record from Pebble, which stays the source of truth, so the
-// filter changes no answer. It is loaded from the engine when the replica
-// opens and after a snapshot is installed, and apply keeps it in step; it
-// costs about 20 bytes per remembered id.
+// The dedup table remembers the result of every write by request id, so a
+// retried write applies at most once. Its records live in Pebble (they are
+// replicated state, in snapshots) under the time bucket of the write's
+// proposer clock (Command.UnixNano): a record is one key, and a whole
+// bucket is dropped with one range deletion once every record in it is
+// older than DedupTTL — a rule on the log, so every replica drops the same
+// records at the same entry. A bucket spans a quarter of DedupTTL (30 s of
+// the default 2 minutes), so a record lives between DedupTTL and 1.25
+// times it; DedupTTL must be the same on every node.
+const dedupBucketsPerTTL = 4
+
+// dedupBucket is the bucket of a proposer time.
+func (r *Replica) dedupBucket(unixNano int64) uint64 {
+	width := max(int64(r.cfg.DedupTTL)/dedupBucketsPerTTL, 1)
+	if unixNano < 0 {
+		return 0
+	}
+	return uint64(unixNano / width)
+}
+
+// dedupFilter holds, per live bucket of a replica's dedup table, a Bloom
+// filter of the request ids recorded there. Nearly every write is a first
+// attempt whose id has no record: the filters say so without a Pebble
+// read. A possible hit (a retry, or a false positive, about 1 %) reads the
+// record from Pebble, which stays the source of truth, so the filter
+// changes no answer. It costs about 10 bits per remembered id and is
+// rebuilt from the engine when the replica opens and after a snapshot.
 type dedupFilter struct {
-	n map[uint64]uint32
+	buckets map[uint64]*bloom
+	// order lists the live buckets in ascending order.
+	order []uint64
 }
 
 // load replaces the filter with the shard's records in eng.
 func (d *dedupFilter) load(eng *storage.Engine, shardID uint64) error {
-	d.n = map[uint64]uint32{}
+	*d = dedupFilter{}
 	p := storage.DedupPrefix(shardID)
 	it, err := eng.NewIter(p, storage.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		d.n[xxhash.Sum64(it.Key()[len(p):])]++
+		bucket, id, err := storage.DecodeDedupKey(it.Key())
+		if err != nil {
+			continue
+		}
+		d.add(bucket, xxhash.Sum64(id))
 	}
 	return it.Close()
 }
 
-// mayHave is false when the table certainly holds no record for reqID.
-func (d *dedupFilter) mayHave(reqID []byte) bool { return d.n[xxhash.Sum64(reqID)] > 0 }
-
-// add counts a new record.
-func (d *dedupFilter) add(reqID []byte) {
-	if d.n == nil {
-		d.n = map[uint64]uint32{}
+// candidates appends to out the buckets that may hold a record of the id
+// with hash h.
+func (d *dedupFilter) candidates(h uint64, out []uint64) []uint64 {
+	for _, b := range d.order {
+		if d.buckets[b].mayHave(h) {
+			out = append(out, b)
+		}
 	}
-	d.n[xxhash.Sum64(reqID)]++
+	return out
 }
 
-// remove uncounts a deleted record.
-func (d *dedupFilter) remove(reqID []byte) {
-	h := xxhash.Sum64(reqID)
-	switch c := d.n[h]; c {
-	case 0:
-	case 1:
-		delete(d.n, h)
-	default:
-		d.n[h] = c - 1
+// add notes a record of the id with hash h in bucket.
+func (d *dedupFilter) add(bucket, h uint64) {
+	f := d.buckets[bucket]
+	if f == nil {
+		if d.buckets == nil {
+			d.buckets = map[uint64]*bloom{}
+		}
+		f = &bloom{}
+		d.buckets[bucket] = f
+		i := sort.Search(len(d.order), func(i int) bool { return d.order[i] > bucket })
+		d.order = append(d.order, 0)
+		copy(d.order[i+1:], d.order[i:])
+		d.order[i] = bucket
 	}
+	f.add(h)
+}
+
+// dropBelow forgets the buckets below limit.
+func (d *dedupFilter) dropBelow(limit uint64) {
+	n := 0
+	for n < len(d.order) && d.order[n] < limit {
+		delete(d.buckets, d.order[n])
+		n++
+	}
+	d.order = d.order[n:]
+}
+
+// bloom is a growing blocked Bloom filter: segments of 512-bit blocks,
+// each new segment twice the capacity of the last, so it needs no size
+// up front. One lookup reads one cache line per segment.
+type bloom struct {
+	segs []bloomSeg
+}
+
+type bloomSeg struct {
+	blocks   [][8]uint64
+	n, limit int
+}
+
+const (
+	bloomBitsPerKey = 10
+	bloomProbes     = 7
+	bloomFirstCap   = 4096
+)
+
+func (b *bloom) add(h uint64) {
+	if len(b.segs) == 0 || b.segs[len(b.segs)-1].n >= b.segs[len(b.segs)-1].limit {
+		c := bloomFirstCap
+		if len(b.segs) > 0 {
+			c = 2 * b.segs[len(b.segs)-1].limit
+		}
+		b.segs = append(b.segs, bloomSeg{blocks: make([][8]uint64, (c*bloomBitsPerKey+511)/512), limit: c})
+	}
+	s := &b.segs[len(b.segs)-1]
+	blk := s.block(h)
+	step := uint32(h>>32) | 1
+	for i, p := uint32(0), uint32(h); i < bloomProbes; i, p = i+1, p+step {
+		bit := p & 511
+		blk[bit>>6] |= 1 << (bit & 63)
+	}
+	s.n++
+}
+
+func (b *bloom) mayHave(h uint64) bool {
+	step := uint32(h>>32) | 1
+	for i := range b.segs {
+		blk := b.segs[i].block(h)
+		hit := true
+		for j, p := uint32(0), uint32(h); j < bloomProbes; j, p = j+1, p+step {
+			bit := p & 511
+			if blk[bit>>6]&(1<<(bit&63)) == 0 {
+				hit = false
+				break
+			}
+		}
+		if hit {
+			return true
+		}
+	}
+	return false
+}
+
+// block picks the block of hash h from its high bits (mixed, so the
+// probes, which use other bits, stay independent of the block).
+func (s *bloomSeg) block(h uint64) *[8]uint64 {
+	m := (h ^ h>>29) * 0xbf58476d1ce4e5b9
+	return &s.blocks[(m>>32)*uint64(len(s.blocks))>>32]
 }

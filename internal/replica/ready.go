@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -112,25 +113,7 @@ func (r *Replica) drainLocked() {
 	r.publishLocked()
 	lead := r.leader.Load()
 	isLeader := lead == r.cfg.NodeID
-	for _, p := range props {
-		if p.abandoned.Load() {
-			continue
-		}
-		if !isLeader && (!p.forward || lead == 0) {
-			p.finish(Result{}, &NotLeaderError{Leader: lead})
-			continue
-		}
-		if err := rn.Propose(p.data); err != nil {
-			// Dropped: a leadership transfer is under way (or the
-			// uncommitted log is over its bound). The coordinator retries
-			// until the new leader takes it or the deadline passes.
-			p.finish(Result{}, &NotLeaderError{Leader: lead})
-			continue
-		}
-		// A follower's proposal went to the leader in this round's
-		// messages; it resolves when this replica applies it.
-		r.mu.props[p.reqID] = append(r.mu.props[p.reqID], p)
-	}
+	r.proposeLocked(props, lead)
 	if !isLeader {
 		// Only forwarded reads go on, to the leader, while it is known.
 		kept := reads[:0]
@@ -149,6 +132,68 @@ func (r *Replica) drainLocked() {
 		r.mu.readBatch[id] = reads
 		rn.ReadIndex(readCtx(r.cfg.NodeID, id))
 	}
+}
+
+// Batching: the proposals of one round go into as few entries as
+// possible, each at most maxBatchCmds commands or maxBatchBytes, and never
+// two commands on the same key (a command's version is its entry's index).
+const (
+	maxBatchCmds  = 256
+	maxBatchBytes = 256 << 10
+)
+
+// proposeLocked hands the round's proposals to raft, batched into entries.
+func (r *Replica) proposeLocked(props []*proposal, lead uint64) {
+	isLeader := lead == r.cfg.NodeID
+	var (
+		batch []*proposal
+		cmds  [][]byte
+		size  int
+		keys  = map[string]struct{}{}
+	)
+	flush := func() {
+		if len(batch) == 0 {
+			return
+		}
+		data := cmds[0]
+		if len(cmds) > 1 {
+			data = wire.MarshalBatch(cmds)
+		}
+		if err := r.mu.rn.Propose(data); err != nil {
+			// Dropped: a leadership transfer is under way (or the
+			// uncommitted log is over its bound). The coordinator retries
+			// until the new leader takes it or the deadline passes.
+			for _, p := range batch {
+				p.finish(Result{}, &NotLeaderError{Leader: lead})
+			}
+		} else {
+			// A follower's proposals went to the leader in this round's
+			// messages; each resolves when this replica applies it.
+			for _, p := range batch {
+				r.mu.props[p.reqID] = append(r.mu.props[p.reqID], p)
+			}
+		}
+		batch, cmds, size = batch[:0], cmds[:0], 0
+		clear(keys)
+	}
+	for _, p := range props {
+		if p.abandoned.Load() {
+			continue
+		}
+		if !isLeader && (!p.forward || lead == 0) {
+			p.finish(Result{}, &NotLeaderError{Leader: lead})
+			continue
+		}
+		_, dup := keys[string(p.key)]
+		if dup || len(batch) == maxBatchCmds || len(batch) > 0 && size+len(p.data) > maxBatchBytes {
+			flush()
+		}
+		batch = append(batch, p)
+		cmds = append(cmds, p.data)
+		size += len(p.data)
+		keys[string(p.key)] = struct{}{}
+	}
+	flush()
 }
 
 // publishLocked updates the atomics and fails every waiter when the
@@ -174,6 +219,7 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.mu.appliedT = md.Term
 		r.mu.cs = md.ConfState
 		r.applied.Store(md.Index)
+		r.mu.dedupFloor = 0
 		if err := r.mu.dedup.load(r.cfg.Engine, r.id); err != nil {
 			panic("replica: dedup table after snapshot: " + err.Error())
 		}

@@ -130,6 +130,8 @@ type Replica struct {
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
 		dedup              dedupFilter
+		// dedupFloor: dedup buckets below it are deleted (pruneDedup).
+		dedupFloor uint64
 	}
 }
 
@@ -177,6 +179,9 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
 	}
 	r.mu.rn = rn
+	if err := dropLegacyDedup(cfg.Engine, r.id); err != nil {
+		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
+	}
 	if err := r.mu.dedup.load(cfg.Engine, r.id); err != nil {
 		return nil, fmt.Errorf("replica: shard %d: dedup table: %w", r.id, err)
 	}
@@ -188,6 +193,30 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.applied.Store(as.Index)
 	r.term.Store(rn.BasicStatus().Term)
 	return r, nil
+}
+
+// dropLegacyDedup deletes dedup records of the earlier layout, if any (a
+// data dir written by an older Cairn; they only served retries within two
+// minutes of their write).
+func dropLegacyDedup(eng *storage.Engine, shardID uint64) error {
+	for _, p := range storage.LegacyDedupPrefixes(shardID) {
+		it, err := eng.NewIter(p, storage.PrefixEnd(p))
+		if err != nil {
+			return err
+		}
+		found := it.First()
+		if err := it.Close(); err != nil {
+			return err
+		}
+		if found {
+			b := eng.NewBatch()
+			b.DeleteRange(p, storage.PrefixEnd(p))
+			if err := b.Commit(true); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // ID is the shard id.

@@ -20,8 +20,7 @@ var errBadSnapshot = errors.New("replica: bad snapshot data")
 func (r *Replica) spans() [][2][]byte {
 	ds, de := storage.DataSpan(r.start, r.end)
 	q := storage.DedupPrefix(r.id)
-	qa := storage.DedupAgePrefix(r.id)
-	return [][2][]byte{{ds, de}, {q, storage.PrefixEnd(q)}, {qa, storage.PrefixEnd(qa)}}
+	return [][2][]byte{{ds, de}, {q, storage.PrefixEnd(q)}}
 }
 
 // snapshot builds a raft snapshot of the shard's applied state from a
@@ -80,6 +79,9 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot) error {
 	spans := r.spans()
 	for _, sp := range spans {
 		b.DeleteRange(sp[0], sp[1])
+	}
+	for _, p := range storage.LegacyDedupPrefixes(r.id) {
+		b.DeleteRange(p, storage.PrefixEnd(p))
 	}
 	data := snap.Data
 	for len(data) > 0 {

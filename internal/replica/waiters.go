@@ -19,6 +19,7 @@ type Result struct {
 
 type proposal struct {
 	reqID string
+	key   []byte // the command's key: an entry holds one command per key
 	data  []byte
 	done  chan proposalResult
 	// forward: a follower may hand it to the leader (ProposeForward).
@@ -58,14 +59,14 @@ func (w *waiter) finish(err error) {
 // *NotLeaderError. The command's RequestID must be set. When ctx ends first
 // the command may still commit later.
 func (r *Replica) Propose(ctx context.Context, cmd *wire.Command) (Result, error) {
-	return r.ProposeEncoded(ctx, cmd.RequestID, cmd.Marshal())
+	return r.ProposeEncoded(ctx, cmd.RequestID, cmd.Key, cmd.Marshal())
 }
 
 // ProposeEncoded is Propose for a command already encoded (data must be
-// cmd.Marshal() of a command with this request id); it saves a re-encoding
-// on the forwarding path.
-func (r *Replica) ProposeEncoded(ctx context.Context, reqID, data []byte) (Result, error) {
-	return r.propose(ctx, reqID, data, false)
+// cmd.Marshal() of a command with this request id and key); it saves a
+// re-encoding on the forwarding path.
+func (r *Replica) ProposeEncoded(ctx context.Context, reqID, key, data []byte) (Result, error) {
+	return r.propose(ctx, reqID, key, data, false)
 }
 
 // ProposeForward is ProposeEncoded that a follower accepts too: it hands
@@ -76,18 +77,18 @@ func (r *Replica) ProposeEncoded(ctx context.Context, reqID, data []byte) (Resul
 // (the leader is transferring leadership, a message is lost): the caller
 // bounds its wait and retries under the same request id. When the leader
 // or term changes first, it fails with a *NotLeaderError.
-func (r *Replica) ProposeForward(ctx context.Context, reqID, data []byte) (Result, error) {
-	return r.propose(ctx, reqID, data, true)
+func (r *Replica) ProposeForward(ctx context.Context, reqID, key, data []byte) (Result, error) {
+	return r.propose(ctx, reqID, key, data, true)
 }
 
-func (r *Replica) propose(ctx context.Context, reqID, data []byte, forward bool) (Result, error) {
+func (r *Replica) propose(ctx context.Context, reqID, key, data []byte, forward bool) (Result, error) {
 	if r.stopped.Load() {
 		return Result{}, ErrStopped
 	}
 	if lead := r.Leader(); lead != r.cfg.NodeID && (!forward || lead == 0) {
 		return Result{}, &NotLeaderError{Leader: lead}
 	}
-	p := &proposal{reqID: string(reqID), data: data, done: make(chan proposalResult, 1), forward: forward}
+	p := &proposal{reqID: string(reqID), key: key, data: data, done: make(chan proposalResult, 1), forward: forward}
 	r.in.Lock()
 	if r.in.pending >= r.cfg.MaxPending {
 		r.in.Unlock()

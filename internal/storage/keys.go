@@ -19,8 +19,10 @@ const (
 	suffixApplied   = 'a'
 	suffixTruncated = 't'
 	suffixLog       = 'l'
-	suffixDedup     = 'q'
-	suffixDedupAge  = 'Q'
+	suffixDedup     = 'd'
+	// An earlier layout of the dedup table (see LegacyDedupPrefixes).
+	suffixLegacyDedup    = 'q'
+	suffixLegacyDedupAge = 'Q'
 )
 
 // ErrCorrupt is returned when stored bytes cannot be decoded.
@@ -60,30 +62,35 @@ func LogIndex(key []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(key[10:]), nil
 }
 
-// DedupKey is the key of a shard's dedup record for a request id.
-func DedupKey(shard uint64, reqID []byte) []byte {
-	return append(localKey(shard, suffixDedup, len(reqID)), reqID...)
+// DedupKey is the key of a shard's dedup record for a request id, in the
+// time bucket that ages it: records are dropped a bucket at a time.
+func DedupKey(shard, bucket uint64, reqID []byte) []byte {
+	k := localKey(shard, suffixDedup, 8+len(reqID))
+	k = binary.BigEndian.AppendUint64(k, bucket)
+	return append(k, reqID...)
+}
+
+// DedupBucketStart is the smallest dedup key of a bucket: the records of
+// buckets [a, b) are [DedupBucketStart(a), DedupBucketStart(b)).
+func DedupBucketStart(shard, bucket uint64) []byte {
+	return binary.BigEndian.AppendUint64(localKey(shard, suffixDedup, 8), bucket)
 }
 
 // DedupPrefix bounds all dedup keys of a shard: [DedupPrefix, PrefixEnd(DedupPrefix)).
 func DedupPrefix(shard uint64) []byte { return localKey(shard, suffixDedup, 0) }
 
-// DedupAgeKey indexes a dedup record by the proposer time that ages it.
-func DedupAgeKey(shard uint64, unixNano int64, reqID []byte) []byte {
-	k := localKey(shard, suffixDedupAge, 8+len(reqID))
-	k = binary.BigEndian.AppendUint64(k, uint64(unixNano))
-	return append(k, reqID...)
+// DecodeDedupKey returns the bucket and request id of a DedupKey.
+func DecodeDedupKey(key []byte) (bucket uint64, reqID []byte, err error) {
+	if len(key) < 18 || key[0] != prefixLocal || key[9] != suffixDedup {
+		return 0, nil, fmt.Errorf("%w: dedup key %x", ErrCorrupt, key)
+	}
+	return binary.BigEndian.Uint64(key[10:18]), key[18:], nil
 }
 
-// DedupAgePrefix bounds all dedup age keys of a shard.
-func DedupAgePrefix(shard uint64) []byte { return localKey(shard, suffixDedupAge, 0) }
-
-// DecodeDedupAgeKey returns the time and request id of a DedupAgeKey.
-func DecodeDedupAgeKey(key []byte) (unixNano int64, reqID []byte, err error) {
-	if len(key) < 18 || key[0] != prefixLocal || key[9] != suffixDedupAge {
-		return 0, nil, fmt.Errorf("%w: dedup age key %x", ErrCorrupt, key)
-	}
-	return int64(binary.BigEndian.Uint64(key[10:18])), key[18:], nil
+// LegacyDedupPrefixes bound the dedup records of an earlier layout (one
+// record per id and an age index), which replicas drop when they open.
+func LegacyDedupPrefixes(shard uint64) [][]byte {
+	return [][]byte{localKey(shard, suffixLegacyDedup, 0), localKey(shard, suffixLegacyDedupAge, 0)}
 }
 
 // ShardLocalSpan returns [start, end) covering every local key of a shard.

@@ -31,13 +31,35 @@ func TestLogKeysSortByIndex(t *testing.T) {
 func TestShardLocalSpansDisjoint(t *testing.T) {
 	s1, e1 := ShardLocalSpan(1)
 	s2, _ := ShardLocalSpan(2)
-	for _, k := range [][]byte{HardStateKey(1), LogKey(1, math.MaxUint64), DedupKey(1, []byte{0xff, 0xff}), DedupAgeKey(1, math.MaxInt64, nil)} {
+	for _, k := range [][]byte{HardStateKey(1), LogKey(1, math.MaxUint64), DedupKey(1, math.MaxUint64, []byte{0xff, 0xff}), LegacyDedupPrefixes(1)[0], LegacyDedupPrefixes(1)[1]} {
 		if bytes.Compare(k, s1) < 0 || bytes.Compare(k, e1) >= 0 {
 			t.Fatalf("key %x outside shard 1 span", k)
 		}
 	}
 	if bytes.Compare(e1, s2) > 0 {
 		t.Fatal("shard spans overlap")
+	}
+}
+
+func TestDedupKeysSortByBucket(t *testing.T) {
+	// A bucket's records lie between its start and the next bucket's, so
+	// a range deletion of [start(0), start(b)) drops buckets below b only.
+	for _, id := range [][]byte{nil, {0}, {0xff, 0xff, 0xff}} {
+		k := DedupKey(3, 7, id)
+		if bytes.Compare(k, DedupBucketStart(3, 7)) < 0 || bytes.Compare(k, DedupBucketStart(3, 8)) >= 0 {
+			t.Fatalf("record %x of bucket 7 outside its bucket's range", k)
+		}
+		b, got, err := DecodeDedupKey(k)
+		if err != nil || b != 7 || !bytes.Equal(got, id) {
+			t.Fatalf("decode %x: %d %x %v", k, b, got, err)
+		}
+	}
+	p := DedupPrefix(3)
+	if k := DedupKey(3, math.MaxUint64, []byte{0xff}); bytes.Compare(k, PrefixEnd(p)) >= 0 {
+		t.Fatal("last bucket outside the dedup prefix")
+	}
+	if _, _, err := DecodeDedupKey(LogKey(3, 1)); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("log key decoded as dedup key: %v", err)
 	}
 }
 

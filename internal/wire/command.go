@@ -1,5 +1,7 @@
 package wire
 
+import "encoding/binary"
+
 // Op is the kind of a write command.
 type Op uint8
 
@@ -125,4 +127,52 @@ func (r *Result) Unmarshal(b []byte) error {
 	r.Version = rd.u64()
 	r.Created = rd.u8() == 1
 	return rd.done()
+}
+
+// An entry's data is either one command (first byte commandV1) or a batch
+// of commands (first byte batchV1): a count, then each command's encoding
+// length-prefixed. A batch never holds two commands on the same key, so a
+// command's version (its entry's log index) stays unique per key.
+const batchV1 = 2
+
+// MarshalBatch encodes already encoded commands as one entry.
+func MarshalBatch(cmds [][]byte) []byte {
+	n := 1 + binary.MaxVarintLen64
+	for _, c := range cmds {
+		n += binary.MaxVarintLen64 + len(c)
+	}
+	w := writer{b: make([]byte, 0, n)}
+	w.u8(batchV1)
+	w.u64(uint64(len(cmds)))
+	for _, c := range cmds {
+		w.bytes(c)
+	}
+	return w.b
+}
+
+// maxBatch bounds the commands of one entry a decoder accepts.
+const maxBatch = 1 << 16
+
+// SplitEntry returns the encoded commands of an entry's data (one for a
+// plain command, aliasing data).
+func SplitEntry(data []byte) ([][]byte, error) {
+	if len(data) == 0 || data[0] != batchV1 {
+		return [][]byte{data}, nil
+	}
+	r := reader{b: data[1:]}
+	n := r.u64()
+	if r.err == nil && (n == 0 || n > maxBatch) {
+		r.fail("batch size")
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	out := make([][]byte, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		out = append(out, r.bytes())
+	}
+	if err := r.done(); err != nil {
+		return nil, err
+	}
+	return out, nil
 }

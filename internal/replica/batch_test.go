@@ -1,0 +1,145 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cespare/xxhash/v2"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// singleReplica opens a one-replica shard that leads itself. The test
+// drives Process by hand.
+func singleReplica(t *testing.T) *Replica {
+	t.Helper()
+	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { eng.Close() })
+	r, err := Open(Config{
+		NodeID: 1, Desc: shard.Descriptor{ID: 1, Replicas: []uint64{1}}, Engine: eng,
+		Send: func(uint64, []raftpb.Message) {}, Enqueue: func(uint64) {},
+	}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.Stop)
+	r.Campaign()
+	for i := 0; i < 10 && !r.IsLeader(); i++ {
+		r.Process()
+	}
+	if !r.IsLeader() {
+		t.Fatal("a one-replica shard did not elect itself")
+	}
+	return r
+}
+
+// Proposals of one round share entries, but never two on one key: the
+// versions of a key's writes stay distinct and follow the proposal order.
+func TestProposalsBatchWithOneCommandPerKeyPerEntry(t *testing.T) {
+	r := singleReplica(t)
+	r.Process()
+	before := r.Applied()
+	const n, keys = 300, 10
+	results := make([]Result, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), UnixNano: time.Now().UnixNano(), Op: wire.OpPut,
+			Key: []byte(fmt.Sprint("k", i%keys)), Value: []byte(fmt.Sprint(i))}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := r.Propose(context.Background(), &cmd)
+			if err != nil {
+				t.Errorf("propose %d: %v", i, err)
+			}
+			results[i] = res
+		}()
+		// Queue them in order, all before the round that takes them.
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			r.in.Lock()
+			queued := len(r.in.props)
+			r.in.Unlock()
+			if queued == i+1 || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		r.Process()
+		select {
+		case <-done:
+		case <-time.After(time.Millisecond):
+			continue
+		}
+		break
+	}
+	last := map[int]uint64{}
+	for i, res := range results {
+		k := i % keys
+		if res.Status != wire.StatusOK || res.Version <= last[k] {
+			t.Fatalf("write %d to k%d: %+v after version %d", i, k, res, last[k])
+		}
+		last[k] = res.Version
+	}
+	// 30 writes per key need at least 30 entries; unbatched they take 300.
+	if used := r.Applied() - before; used < n/keys || used > n/keys+5 {
+		t.Fatalf("%d writes took %d entries", n, used)
+	}
+}
+
+func TestBloomHasNoFalseNegatives(t *testing.T) {
+	var b bloom
+	rng := rand.New(rand.NewSource(3))
+	var in []uint64
+	for i := 0; i < 100000; i++ {
+		h := rng.Uint64()
+		in = append(in, h)
+		b.add(h)
+	}
+	for _, h := range in {
+		if !b.mayHave(h) {
+			t.Fatalf("added hash %x not found", h)
+		}
+	}
+	fp := 0
+	for i := 0; i < 100000; i++ {
+		if b.mayHave(rng.Uint64()) {
+			fp++
+		}
+	}
+	// 10 bits per key in 512-bit blocks, several segments: a few percent.
+	if fp > 5000 {
+		t.Fatalf("%d false positives in 100000", fp)
+	}
+	t.Logf("%d segments, %d false positives in 100000", len(b.segs), fp)
+}
+
+func TestDedupFilterDropsWholeBuckets(t *testing.T) {
+	var d dedupFilter
+	id := xxhash.Sum64String("retry")
+	d.add(5, id)
+	d.add(9, id)
+	d.add(7, xxhash.Sum64String("other"))
+	if got := d.candidates(id, nil); len(got) != 2 || got[0] != 5 || got[1] != 9 {
+		t.Fatalf("candidates %v, want [5 9]", got)
+	}
+	d.dropBelow(8)
+	if got := d.candidates(id, nil); len(got) != 1 || got[0] != 9 {
+		t.Fatalf("after dropping buckets below 8: %v", got)
+	}
+	if len(d.order) != 1 || len(d.buckets) != 1 {
+		t.Fatalf("buckets left: %v", d.order)
+	}
+}
