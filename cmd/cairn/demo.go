@@ -58,7 +58,7 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 	f.IntVar(&o.peerPort, "peer-port", 0, "peer port of the first node (default: the ports of an earlier run of this data dir, else http-port+1000 when free, else any free ports)")
 	f.StringVar(&o.dataDir, "data-dir", "./cairn-data", "data directory; node i uses DIR/node-<i>")
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
-	f.IntVar(&o.shards, "shards", 16, "shards at bootstrap")
+	f.IntVar(&o.shards, "shards", 0, "shards at bootstrap (0: one per node)")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
 	return cmd
 }
@@ -312,7 +312,11 @@ func demoMissing(hc *http.Client, nodes []*demoNode) string {
 }
 
 func printEndpoints(w io.Writer, o demoOpts, nodes []*demoNode) {
-	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", len(nodes), o.shards, o.replication, o.dataDir)
+	shards := o.shards
+	if shards == 0 {
+		shards = len(nodes)
+	}
+	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", len(nodes), shards, o.replication, o.dataDir)
 	for _, n := range nodes {
 		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.id, n.httpAddr, n.peerAddr)
 	}

@@ -18,15 +18,16 @@ var version = "dev"
 
 func newServeCmd() *cobra.Command {
 	var (
-		nodeID                  uint64
-		httpAddr, peerAddr      string
-		initialCluster, dataDir string
-		shards, replication     int
-		requestTimeout, tick    time.Duration
-		maxKey, maxValue        int
-		maxInflight             int
-		unsafeNoSync            bool
-		faultInjection          bool
+		nodeID                   uint64
+		httpAddr, peerAddr       string
+		initialCluster, dataDir  string
+		shards, replication      int
+		requestTimeout, tick     time.Duration
+		maxKey, maxValue         int
+		maxInflight, groupWrites int
+		groupDelay               time.Duration
+		unsafeNoSync             bool
+		faultInjection           bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -55,6 +56,7 @@ func newServeCmd() *cobra.Command {
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
 				MaxInflight: maxInflight, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
+				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 			})
 			if err != nil {
@@ -76,13 +78,15 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&peerAddr, "peer-addr", "", "peer gRPC listen address (default: this node's --initial-cluster address)")
 	f.StringVar(&initialCluster, "initial-cluster", "1=127.0.0.1:9080", "every node as id=peer-host:port, comma separated")
 	f.StringVar(&dataDir, "data-dir", "./cairn-data/node-1", "directory of this node's data")
-	f.IntVar(&shards, "shards", 16, "number of shards at bootstrap")
+	f.IntVar(&shards, "shards", 0, "number of shards at bootstrap (0: one per node of --initial-cluster)")
 	f.IntVar(&replication, "replication", 3, "replicas per shard at bootstrap")
 	f.DurationVar(&requestTimeout, "request-timeout", 5*time.Second, "default deadline of a client request")
 	f.IntVar(&maxKey, "max-key-size", 4096, "largest key in bytes (400 above)")
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
+	f.DurationVar(&groupDelay, "group-commit-delay", 10*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
+	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd

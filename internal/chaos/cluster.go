@@ -69,7 +69,7 @@ type ClusterConfig struct {
 	Bin    string   // the cairn binary
 	Nodes  int      // default 3
 	Dir    string   // data and logs
-	Shards int      // default 16
+	Shards int      // default 0: one per node (cairn serve's default)
 	Extra  []string // extra serve flags
 	// NoFaultInjection starts the nodes without their fault hook.
 	NoFaultInjection bool
@@ -88,9 +88,6 @@ func freeAddr() (string, error) {
 func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
-	}
-	if cfg.Shards == 0 {
-		cfg.Shards = 16
 	}
 	c := &Cluster{Bin: cfg.Bin, hc: &http.Client{Timeout: 5 * time.Second}}
 	var peers []string

@@ -78,7 +78,18 @@ type Log struct {
 		last  uint64
 		cs    raftpb.ConfState
 		cache entryCache
+		// sinceTrunc: bytes of entries appended since the last truncation
+		// (or since the log was opened).
+		sinceTrunc uint64
 	}
+}
+
+// BytesSinceTruncation is how many bytes of entries were appended since
+// the log was last truncated (or opened): the replica truncates by it.
+func (l *Log) BytesSinceTruncation() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.mu.sinceTrunc
 }
 
 var _ raft.Storage = (*Log)(nil)

@@ -60,6 +60,7 @@ func (l *Log) StageReady(b *storage.Batch, hs raftpb.HardState, ents []raftpb.En
 			l.mu.cache.reset()
 		}
 		l.mu.cache.append(ents)
+		l.mu.sinceTrunc += uint64(sizeOf(ents))
 		if hsSet {
 			l.mu.hs = hs
 		}
@@ -90,6 +91,7 @@ func (l *Log) StageTruncate(b *storage.Batch, index uint64) (Hook, error) {
 		if nt.index > l.mu.trunc.index {
 			l.mu.trunc = nt
 			l.mu.cache.truncate(nt.index)
+			l.mu.sinceTrunc = 0
 		}
 		l.mu.Unlock()
 	}, nil

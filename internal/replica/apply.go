@@ -147,14 +147,17 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		}
 	}
 	key := storage.DataKey(shard.Token(cmd.Key), cmd.Key)
-	cur, err := b.Get(key)
-	exists := err == nil
-	var curVersion uint64
-	if exists {
-		curVersion, _, _ = storage.DecodeValue(cur)
-	} else if !errors.Is(err, storage.ErrNotFound) {
-		panic("replica: apply read: " + err.Error())
+	curVersion, known := r.mu.versions.get(cmd.Key)
+	if !known {
+		cur, err := b.Get(key)
+		switch {
+		case err == nil:
+			curVersion, _, _ = storage.DecodeValue(cur)
+		case !errors.Is(err, storage.ErrNotFound):
+			panic("replica: apply read: " + err.Error())
+		}
 	}
+	exists := curVersion != 0
 	res := wire.Result{Status: wire.StatusOK}
 	switch {
 	case cmd.Cond == wire.CondIfMatch && (!exists || curVersion != cmd.Version):
@@ -164,12 +167,15 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	case cmd.Op == wire.OpPut:
 		b.Set(key, storage.EncodeValue(index, cmd.Value))
 		res.Version, res.Created = index, !exists
+		curVersion = index
 	case cmd.Op == wire.OpDelete && exists:
 		b.Delete(key)
 		res.Version = curVersion
+		curVersion = 0
 	default:
 		res.Status = wire.StatusNotFound
 	}
+	r.mu.versions.put(cmd.Key, curVersion)
 	if len(cmd.RequestID) > 0 {
 		bucket := r.dedupBucket(cmd.UnixNano)
 		b.Set(storage.DedupKey(r.id, bucket, cmd.RequestID), res.Marshal())

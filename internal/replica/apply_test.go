@@ -20,6 +20,12 @@ func testReplica(t *testing.T) *Replica {
 	return &Replica{cfg: Config{Engine: eng, DedupTTL: time.Second}, id: 1}
 }
 
+// withVersionCache gives r a version cache of n keys.
+func withVersionCache(r *Replica, n int) *Replica {
+	r.cfg.VersionCache, r.mu.versions.max = n, n
+	return r
+}
+
 // applyAll applies cmds (at indexes 1..n) in batches of the given sizes.
 func applyAll(r *Replica, cmds []wire.Command, sizes func() int) []Result {
 	var out []Result
@@ -71,9 +77,14 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 		}
 		cmds = append(cmds, c)
 	}
-	a, b := testReplica(t), testReplica(t)
+	// b also keeps the versions of a few keys in memory (fewer than the
+	// keys written, so it evicts): the cache must not change a result.
+	a, b := testReplica(t), withVersionCache(testReplica(t), 7)
 	ra := applyAll(a, cmds, func() int { return 1 })
 	rb := applyAll(b, cmds, func() int { return 1 + rng.Intn(97) })
+	if len(b.mu.versions.m) != 7 {
+		t.Fatalf("version cache holds %d keys, want 7", len(b.mu.versions.m))
+	}
 	for i := range ra {
 		if ra[i] != rb[i] {
 			t.Fatalf("command %d: result %+v with one batch per command, %+v with random batches", i, ra[i], rb[i])

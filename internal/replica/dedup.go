@@ -157,3 +157,36 @@ func (s *bloomSeg) block(h uint64) *[8]uint64 {
 	m := (h ^ h>>29) * 0xbf58476d1ce4e5b9
 	return &s.blocks[(m>>32)*uint64(len(s.blocks))>>32]
 }
+
+// versionCache remembers the current version of recently written keys of
+// a replica (0: absent), so applying a write to a hot key needs no Pebble
+// read to learn whether it exists and at which version. Apply keeps it
+// exact: every write of a data key goes through it, and a snapshot clears
+// it. At most max keys; a full cache drops an arbitrary key.
+type versionCache struct {
+	m   map[string]uint64
+	max int
+}
+
+func (c *versionCache) get(key []byte) (version uint64, known bool) {
+	version, known = c.m[string(key)]
+	return version, known
+}
+
+func (c *versionCache) put(key []byte, version uint64) {
+	if c.max <= 0 {
+		return
+	}
+	if c.m == nil {
+		c.m = make(map[string]uint64, c.max)
+	}
+	if _, ok := c.m[string(key)]; !ok && len(c.m) >= c.max {
+		for k := range c.m {
+			delete(c.m, k)
+			break
+		}
+	}
+	c.m[string(key)] = version
+}
+
+func (c *versionCache) reset() { clear(c.m) }

@@ -9,6 +9,7 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Process runs one round of the Ready contract (see doc.go) on its own
@@ -220,6 +221,7 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.mu.cs = md.ConfState
 		r.applied.Store(md.Index)
 		r.mu.dedupFloor = 0
+		r.mu.versions.reset()
 		if err := r.mu.dedup.load(r.cfg.Engine, r.id); err != nil {
 			panic("replica: dedup table after snapshot: " + err.Error())
 		}
@@ -271,16 +273,36 @@ func (r *Replica) resolveReadsLocked() {
 	r.mu.applyWait = kept
 }
 
-// maybeTruncateLocked drops applied log entries beyond the threshold. The
-// truncation batch is synced, which makes every earlier (unsynced) apply
-// batch durable first, so entries are only removed once applied durably.
+// maybeTruncateLocked drops applied log entries once more than
+// TruncateThreshold entries or TruncateBytes bytes have piled up, keeping
+// TruncateKeep entries below the applied index — and, on a leader,
+// everything an active follower still lacks (a follower that is down gets
+// a snapshot when it returns). The truncation batch is synced, which makes
+// every earlier (unsynced) apply batch durable first, so entries are only
+// removed once applied durably.
 func (r *Replica) maybeTruncateLocked() {
 	first, _ := r.log.Bounds()
 	applied := r.applied.Load()
-	if applied < first || applied-first+1 <= r.cfg.TruncateThreshold {
+	if applied < first || applied-first+1 <= r.cfg.TruncateThreshold && r.log.BytesSinceTruncation() < r.cfg.TruncateBytes {
+		return
+	}
+	if applied <= r.cfg.TruncateKeep {
 		return
 	}
 	upTo := applied - r.cfg.TruncateKeep
+	// Waiting for a follower is bounded: past 64 times TruncateBytes the
+	// log is cut regardless, and one that needs a snapshot anyway (its
+	// next entry is gone) is not waited for.
+	if r.leader.Load() == r.cfg.NodeID && r.log.BytesSinceTruncation() < 64*r.cfg.TruncateBytes {
+		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != r.cfg.NodeID && pr.RecentActive && pr.Match+1 >= first && pr.Match < upTo {
+				upTo = pr.Match
+			}
+		})
+	}
+	if upTo < first {
+		return
+	}
 	b := r.cfg.Engine.NewBatch()
 	hook, err := r.log.StageTruncate(b, upTo)
 	if err != nil || hook == nil {

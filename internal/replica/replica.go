@@ -53,15 +53,28 @@ type Config struct {
 	// TruncateThreshold: truncate the log when more than this many applied
 	// entries are kept. Default 10000.
 	TruncateThreshold uint64
+	// TruncateBytes: truncate the log once this many bytes of entries were
+	// appended since the last truncation. Truncating before the engine
+	// flushes its memtable lets the dead entries vanish there instead of
+	// being written to tables and compacted. Default 1 MiB.
+	TruncateBytes uint64
 	// TruncateKeep: entries kept below the applied index after a
-	// truncation, for followers that are a little behind. Default 1000.
+	// truncation, for followers that are a little behind. A leader also
+	// keeps what its active followers have not acknowledged yet. Default
+	// 100.
 	TruncateKeep uint64
 	// DedupTTL: how long a request id is remembered. Default 2 minutes.
 	DedupTTL time.Duration
-	Logger   *slog.Logger
+	// VersionCache: keys whose current version the replica keeps in
+	// memory, so writes to them skip a read. Default 4096; negative: none.
+	VersionCache int
+	Logger       *slog.Logger
 	// LeaderApplied, if set, counts the write commands this node applied
 	// while leading their shard (shared by all replicas of a node).
 	LeaderApplied *atomic.Uint64
+	// PendingWrites, if set, counts the proposals waiting for their
+	// answer (shared by all replicas of a node).
+	PendingWrites *atomic.Int64
 }
 
 func (c Config) withDefaults() Config {
@@ -77,11 +90,17 @@ func (c Config) withDefaults() Config {
 	if c.TruncateThreshold == 0 {
 		c.TruncateThreshold = 10000
 	}
+	if c.TruncateBytes == 0 {
+		c.TruncateBytes = 1 << 20
+	}
 	if c.TruncateKeep == 0 {
-		c.TruncateKeep = 1000
+		c.TruncateKeep = 100
 	}
 	if c.DedupTTL == 0 {
 		c.DedupTTL = 2 * time.Minute
+	}
+	if c.VersionCache == 0 {
+		c.VersionCache = 4096
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -132,6 +151,7 @@ type Replica struct {
 		dedup              dedupFilter
 		// dedupFloor: dedup buckets below it are deleted (pruneDedup).
 		dedupFloor uint64
+		versions   versionCache
 	}
 }
 
@@ -187,6 +207,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
+	r.mu.versions.max = cfg.VersionCache
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64][]*waiter{}
 	r.mu.nextRead = rand.Uint64() >> 1

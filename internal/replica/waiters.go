@@ -97,6 +97,10 @@ func (r *Replica) propose(ctx context.Context, reqID, key, data []byte, forward 
 	r.in.pending++
 	r.in.props = append(r.in.props, p)
 	r.in.Unlock()
+	if c := r.cfg.PendingWrites; c != nil {
+		c.Add(1)
+		defer c.Add(-1)
+	}
 	r.cfg.Enqueue(r.id)
 	defer r.release()
 	select {

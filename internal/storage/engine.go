@@ -25,6 +25,10 @@ type Options struct {
 	// lost on a machine crash. For experiments only, never for published
 	// figures. Default false.
 	UnsafeNoSync bool
+	// SyncDelay, if set, is called before each WAL sync and returns the
+	// least time since the previous sync: commits that ask for a sync
+	// within it wait and share the next one (group commit). Nil: none.
+	SyncDelay func() time.Duration
 }
 
 // EnsureDefaults fills zero fields.
@@ -62,6 +66,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		MemTableSize:       opts.MemTableSize,
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{},
+		WALMinSyncInterval: opts.SyncDelay,
 	}
 	// Bloom filters on every level: applying a write reads the key's
 	// current value, and for a new key that read would otherwise visit
