@@ -56,6 +56,8 @@ type Server struct {
 	}
 	h2lis *chanListener
 	wg    sync.WaitGroup
+	// work hands requests to idle handler goroutines.
+	work chan func()
 }
 
 func (s *Server) maxPipeline() int {
@@ -103,6 +105,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.lis = append(s.mu.lis, l)
 	if s.mu.conns == nil {
 		s.mu.conns = map[*conn]struct{}{}
+		s.work = make(chan func())
 	}
 	if s.H2 != nil && s.h2lis == nil {
 		s.h2lis = &chanListener{ch: make(chan net.Conn), done: make(chan struct{}), addr: l.Addr()}
@@ -284,7 +287,7 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 		}
 		sl := &slot{done: make(chan struct{}), close: closeAfter}
 		slots <- sl // blocks while MaxPipeline answers are pending
-		go c.handle(req, sl)
+		c.s.run(func() { c.handle(req, sl) })
 		if closeAfter {
 			return
 		}
@@ -436,12 +439,37 @@ type errReader struct{ err error }
 
 func (e errReader) Read([]byte) (int, error) { return 0, e.err }
 
+// workerIdle: a handler goroutine waits this long for more work before
+// it exits. Reusing goroutines saves growing a fresh stack per request.
+const workerIdle = 10 * time.Second
+
+// run runs f on an idle handler goroutine, or a new one.
+func (s *Server) run(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.worker(f)
+	}
+}
+
+func (s *Server) worker(f func()) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		f()
+		t.Reset(workerIdle)
+		select {
+		case f = <-s.work:
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // handle runs the handler for one request and fills its slot.
 func (c *conn) handle(req *http.Request, sl *slot) {
-	ctx, cancel := context.WithCancel(c.ctx)
 	w := &responseWriter{header: make(http.Header, 4), head: req.Method == http.MethodHead}
 	defer func() {
-		cancel()
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
 				sl.close = true
@@ -458,7 +486,7 @@ func (c *conn) handle(req *http.Request, sl *slot) {
 		}
 		close(sl.done)
 	}()
-	c.s.Handler.ServeHTTP(w, req.WithContext(ctx))
+	c.s.Handler.ServeHTTP(w, req.WithContext(c.ctx))
 	sl.out = w.serialize(sl.close, req.ProtoMinor)
 }
 

@@ -170,7 +170,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 		cmd.Cond = wire.CondIfAbsent
 	}
 	d := c.cfg.Map.ForKey(key)
-	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal()}
+	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal(), Decoded: &cmd}
 	resp, err := c.onLeader(ctx, d, req)
 	if err != nil {
 		return nil, err

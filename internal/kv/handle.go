@@ -19,6 +19,12 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.DeadlineUnixNano))
 		defer cancel()
 	}
+	return c.handleLocal(ctx, req)
+}
+
+// handleLocal is HandleRequest under the caller's deadline (ctx already
+// carries the request's).
+func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.Response {
 	r := c.cfg.Store.Replica(req.ShardID)
 	if r == nil {
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
@@ -54,9 +60,12 @@ func (c *Coordinator) execWrite(ctx context.Context, r *replica.Replica, req *wi
 // execWriteVia proposes a write on the local replica r; with forward, a
 // follower hands it to its leader through Raft (replica.ProposeForward).
 func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req *wire.Request, forward bool) *wire.Response {
-	var cmd wire.Command
-	if err := cmd.Unmarshal(req.Command); err != nil {
-		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+	cmd := req.Decoded
+	if cmd == nil {
+		cmd = new(wire.Command)
+		if err := cmd.Unmarshal(req.Command); err != nil {
+			return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+		}
 	}
 	propose := r.ProposeEncoded
 	if forward {

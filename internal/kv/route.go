@@ -40,7 +40,7 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 		var err error
 		switch {
 		case target == c.cfg.NodeID:
-			resp = c.HandleRequest(ctx, req)
+			resp = c.handleLocal(ctx, req)
 		case viaRaft:
 			// Bounded like a remote attempt: a proposal dropped on its way
 			// to the leader is retried. After a timeout the request goes

@@ -26,6 +26,9 @@ type Request struct {
 	Index   uint64
 	Key     []byte
 	Command []byte // a marshalled Command for KindWrite
+	// Decoded, when set, is Command decoded (in-process requests: the
+	// node that built the request skips decoding it again). Never encoded.
+	Decoded *Command
 }
 
 const requestV1 = 1

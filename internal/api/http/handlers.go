@@ -144,7 +144,8 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 		if created {
 			w.WriteHeader(http.StatusCreated)
 		}
-		_ = json.NewEncoder(w).Encode(map[string]uint64{"version": ver})
+		_, _ = w.Write(strconv.AppendUint(append(make([]byte, 0, 32), `{"version":`...), ver, 10))
+		_, _ = w.Write([]byte("}\n"))
 	case http.MethodDelete:
 		opts, err := a.writeOptions(r, true)
 		if err != nil {
