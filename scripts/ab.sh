@@ -44,6 +44,17 @@ cpu_ticks() {
   echo "$sum"
 }
 
+# metric_sums: leader-applied writes and WAL fsyncs summed over the nodes.
+metric_sums() {
+  local w=0 f=0 i v
+  for i in 0 1 2; do
+    v=$(curl -fsS "http://127.0.0.1:$((BASE + i))/metrics" 2>/dev/null) || continue
+    w=$((w + $(awk '/^cairn_leader_writes_applied_total /{printf "%d", $2}' <<<"$v")))
+    f=$((f + $(awk '/^cairn_storage_wal_fsyncs_total /{printf "%d", $2}' <<<"$v")))
+  done
+  echo "$w $f"
+}
+
 n=0
 for _ in $(seq 1 "$ROUNDS"); do
   for bin in "${bins[@]}"; do
@@ -57,15 +68,22 @@ for _ in $(seq 1 "$ROUNDS"); do
     cairn_cluster_wait "$BASE" || { echo "cluster of $bin did not become ready"; tail "$WORK"/*.log; exit 1; }
     dir="$OUT/$n-$(basename "$bin")"
     echo "== run $n: $bin"
+    m0=$(metric_sums)
     cpu0=$(cpu_ticks)
     "$BENCH" bench --target "$target" --out "$dir" "$@" 2>/dev/null |
       grep -E "throughput|  (50|99)%|errors" || true
     cpu1=$(cpu_ticks)
+    m1=$(metric_sums)
     ops=$(grep -m1 -o '"ops": *[0-9]*' "$dir/results.json" | grep -o '[0-9]*$')
     # CPU of the three nodes (user + system, warm-up included) per
     # measured operation: steadier than throughput on a saturated machine.
     awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
       'BEGIN { if (ops > 0) printf "  nodes CPU: %.1f s, %.1f µs per op\n", t / hz, t / hz / ops * 1e6 }'
+    # Writes acknowledged by leaders per WAL fsync, over all three nodes.
+    read -r w0 f0 <<<"$m0"
+    read -r w1 f1 <<<"$m1"
+    awk -v w=$((w1 - w0)) -v f=$((f1 - f0)) \
+      'BEGIN { if (f > 0) printf "  leader writes %d, WAL fsyncs %d: %.1f writes per fsync\n", w, f, w / f }'
     stop
   done
 done

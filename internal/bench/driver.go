@@ -77,22 +77,23 @@ func TargetKind(target string) string {
 	return "cairn"
 }
 
-// httpDriver talks to Cairn nodes. Connection i is one keep-alive TCP
-// connection to node i mod len(nodes) (RouteFixed), or one to every node
-// (RouteLeader: each request goes to the node leading its key's shard).
+// httpDriver talks to Cairn nodes over Conns keep-alive TCP connections,
+// connection i to node i mod n (with RouteLeader at least one per node).
+// With RouteFixed, a request on connection i goes there; with RouteLeader
+// it goes to one of the connections of the node leading its key's shard.
 // A connection speaks HTTP/1.1 with up to Pipeline requests in flight
 // (internal/http1), or HTTP/2 carrying many at once (DriverConfig.HTTP2).
 type httpDriver struct {
-	c     DriverConfig
-	bases []string // http://host:port per node
-	// slots[i][j]: connection i's link to node j (RouteFixed fills only
-	// j = i mod n).
-	slots [][]*link
-	rt    *router // nil with RouteFixed
+	c      DriverConfig
+	bases  []string // http://host:port per node
+	links  []*link
+	byNode [][]*link // the links of each node
+	rt     *router   // nil with RouteFixed
 }
 
 // link is one lazily dialed connection to one node.
 type link struct {
+	node  int
 	addr  string
 	depth int
 	mu    sync.Mutex
@@ -113,54 +114,52 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 		}
 		d.bases = append(d.bases, "http://"+u.Host)
 	}
+	n := c.Conns
 	switch c.Route {
 	case "", RouteLeader:
 		d.rt = newRouter(d.bases, c.Timeout)
+		n = max(n, len(d.bases))
 	case RouteFixed:
 	default:
 		return nil, fmt.Errorf("bench: --route must be %s or %s, got %q", RouteLeader, RouteFixed, c.Route)
 	}
-	d.slots = make([][]*link, c.Conns)
-	for i := range d.slots {
-		d.slots[i] = make([]*link, len(d.bases))
-		for j, b := range d.bases {
-			if d.rt == nil && j != i%len(d.bases) {
-				continue
+	d.byNode = make([][]*link, len(d.bases))
+	for i := 0; i < n; i++ {
+		j := i % len(d.bases)
+		l := &link{node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: max(c.Pipeline, 1)}
+		if c.HTTP2 {
+			tr := &http.Transport{
+				DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+				MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second,
+				Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 			}
-			l := &link{addr: strings.TrimPrefix(b, "http://"), depth: max(c.Pipeline, 1)}
-			if c.HTTP2 {
-				tr := &http.Transport{
-					DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-					MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second,
-					Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
-				}
-				tr.Protocols.SetUnencryptedHTTP2(true)
-				l.h2 = &http.Client{Transport: tr, Timeout: c.Timeout}
-			}
-			d.slots[i][j] = l
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			l.h2 = &http.Client{Transport: tr, Timeout: c.Timeout}
 		}
+		d.links = append(d.links, l)
+		d.byNode[j] = append(d.byNode[j], l)
 	}
 	return d, nil
 }
 
-// node picks the node a request for key goes to on connection conn.
-func (d *httpDriver) node(conn int, key []byte) int {
+// link picks the connection of a request for key made on connection conn.
+func (d *httpDriver) link(conn int, key []byte) *link {
 	if d.rt != nil {
 		if n, ok := d.rt.leaderOf(key); ok {
-			return n
+			ls := d.byNode[n]
+			return ls[conn/len(d.bases)%len(ls)]
 		}
 	}
-	return conn % len(d.bases)
+	return d.links[conn%len(d.links)]
 }
 
 func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQuery string, body []byte) error {
-	node := d.node(conn, key)
-	l := d.slots[conn%len(d.slots)][node]
+	l := d.link(conn, key)
 	ctx, cancel := context.WithTimeout(ctx, d.c.Timeout)
 	defer cancel()
 	var status int
 	if l.h2 != nil {
-		req, err := http.NewRequestWithContext(ctx, method, d.bases[node]+pathQuery, bytes.NewReader(body))
+		req, err := http.NewRequestWithContext(ctx, method, d.bases[l.node]+pathQuery, bytes.NewReader(body))
 		if err != nil {
 			return err
 		}
@@ -255,12 +254,8 @@ func (d *httpDriver) Close() error {
 	if d.rt != nil {
 		d.rt.stop()
 	}
-	for _, row := range d.slots {
-		for _, l := range row {
-			if l != nil {
-				l.close()
-			}
-		}
+	for _, l := range d.links {
+		l.close()
 	}
 	return nil
 }
