@@ -79,7 +79,7 @@ for sys in cairn etcd; do
   # share the connections with many requests in flight on each; each
   # request goes to the node leading its key's shard (--route leader, the
   # default), as etcd's requests go to the member of their connection.
-  t=$CAIRN_T; proto=(--pipeline 16)
+  t=$CAIRN_T; proto=(--pipeline 64)
   [ $sys = etcd ] && { t=$ETCD; proto=(); }
   want put-1          && run "$sys put-1"          "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
   want put-1000       && run "$sys put-1000"       "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100

@@ -31,11 +31,11 @@ func applyAll(r *Replica, cmds []wire.Command, sizes func() int) []Result {
 	var out []Result
 	for i := 0; i < len(cmds); {
 		n := min(sizes(), len(cmds)-i)
-		b := &applyBatch{b: r.cfg.Engine.NewBatch(), eng: r.cfg.Engine, ov: map[string][]byte{}}
+		b := newApplyBatch(r.cfg.Engine)
 		for j := i; j < i+n; j++ {
 			out = append(out, r.applyCommand(b, uint64(j+1), &cmds[j]))
 		}
-		if err := b.b.Commit(false); err != nil {
+		if err := b.commit(); err != nil {
 			panic(err)
 		}
 		i += n
@@ -143,11 +143,11 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 	var rb []Result
 	for i := 0; i < len(cmds); {
 		n := min(1+rng.Intn(50), len(cmds)-i)
-		ab := &applyBatch{b: b.cfg.Engine.NewBatch(), eng: b.cfg.Engine, ov: map[string][]byte{}}
+		ab := newApplyBatch(b.cfg.Engine)
 		for j := i; j < i+n; j++ {
 			rb = append(rb, b.applyCommand(ab, uint64(j+1), &cmds[j]))
 		}
-		if err := ab.b.Commit(false); err != nil {
+		if err := ab.commit(); err != nil {
 			t.Fatal(err)
 		}
 		if rng.Intn(3) == 0 {
@@ -175,5 +175,41 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 	// 250 ms; pruning keeps the last five or so.
 	if n := len(b.mu.dedup.order); n == 0 || n > 6 {
 		t.Fatalf("%d buckets in the filter: pruning did not run", n)
+	}
+}
+
+// The batch commits in key order, so its range deletions must still cover
+// exactly what came before them in the round.
+func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
+	r := testReplica(t)
+	pre := newApplyBatch(r.cfg.Engine)
+	pre.Set([]byte("k/c"), []byte("old c"))
+	pre.Set([]byte("k/d"), []byte("old d"))
+	pre.Set([]byte("z"), []byte("old z"))
+	if err := pre.commit(); err != nil {
+		t.Fatal(err)
+	}
+	b := newApplyBatch(r.cfg.Engine)
+	b.Set([]byte("k/a"), []byte("a"))         // then covered by the range
+	b.DeleteRange([]byte("k/"), []byte("k0")) // drops k/a, k/c, k/d
+	b.Set([]byte("k/b"), []byte("b"))         // after the range: kept
+	b.Set([]byte("k/c"), []byte("new c"))     // after the range: kept
+	b.Delete([]byte("z"))                     // outside the range
+	if _, err := b.Get([]byte("k/d")); err != storage.ErrNotFound {
+		t.Fatalf("k/d seen through the round's range deletion: %v", err)
+	}
+	if err := b.commit(); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"k/b": "b", "k/c": "new c"}
+	for _, kv := range dump(t, r.cfg.Engine) {
+		k, v := string(kv[0]), string(kv[1])
+		if want[k] != v {
+			t.Fatalf("engine holds %s=%q", k, v)
+		}
+		delete(want, k)
+	}
+	if len(want) != 0 {
+		t.Fatalf("missing after commit: %v", want)
 	}
 }
