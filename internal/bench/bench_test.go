@@ -5,6 +5,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand"
 	"os"
@@ -328,5 +329,16 @@ func TestErrKind(t *testing.T) {
 	}
 	if k := ErrKind(errors.New("x")); k != "other" {
 		t.Fatal(k)
+	}
+}
+
+func TestFixedKeyPadsLikeFmt(t *testing.T) {
+	for _, c := range []struct {
+		i    uint64
+		size int
+	}{{0, 8}, {7, 8}, {12345678, 8}, {123456789, 8}, {42, 0}, {1 << 63, 4}} {
+		if got, want := string(fixedKey(c.i, c.size)), fmt.Sprintf("%0*d", c.size, c.i); got != want {
+			t.Fatalf("fixedKey(%d, %d) = %q, want %q", c.i, c.size, got, want)
+		}
 	}
 }

@@ -155,8 +155,11 @@ func (d *httpDriver) link(conn int, key []byte) *link {
 
 func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQuery string, body []byte) error {
 	l := d.link(conn, key)
-	ctx, cancel := context.WithTimeout(ctx, d.c.Timeout)
-	defer cancel()
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d.c.Timeout)
+		defer cancel()
+	}
 	var status int
 	if l.h2 != nil {
 		req, err := http.NewRequestWithContext(ctx, method, d.bases[l.node]+pathQuery, bytes.NewReader(body))

@@ -177,8 +177,17 @@ func randValue(n int, seed int64) []byte {
 }
 
 // fixedKey renders i as a decimal key of at least size bytes.
+// fixedKey is i in decimal, zero-padded to size digits (longer when i
+// needs more), as fmt's %0*d.
 func fixedKey(i uint64, size int) []byte {
-	return []byte(fmt.Sprintf("%0*d", size, i))
+	var digits [20]byte
+	d := strconv.AppendUint(digits[:0], i, 10)
+	k := make([]byte, max(size, len(d)))
+	n := copy(k[len(k)-len(d):], d)
+	for j := 0; j < len(k)-n; j++ {
+		k[j] = '0'
+	}
+	return k
 }
 
 type putWL struct {

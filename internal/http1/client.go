@@ -170,9 +170,17 @@ func (c *Conn) writeLoop() {
 		}
 		c.pending <- cl // never blocks: sem bounds it
 		writeRequest(bw, c.host, cl.req)
-		if len(c.queue) == 0 {
-			// Let other requests on their way join this write.
-			runtime.Gosched()
+		if len(c.queue) == 0 && len(c.sem) > 1 {
+			// Others share the connection: answers arrive in bursts and
+			// their callers send again at once. Let those requests join
+			// this write while they keep coming.
+			for i := 0; i < 4; i++ {
+				n := len(c.queue)
+				runtime.Gosched()
+				if len(c.queue) == n {
+					break
+				}
+			}
 		}
 		if len(c.queue) == 0 {
 			if err := bw.Flush(); err != nil {

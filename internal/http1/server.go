@@ -194,6 +194,7 @@ type conn struct {
 	stopping atomic.Bool
 	// linger: a request body was left unread.
 	linger atomic.Bool
+	remote string
 	// ctx is every request's parent: canceled when the connection fails.
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -236,6 +237,7 @@ func (c *conn) serve() {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	defer c.cancel()
+	c.remote = c.nc.RemoteAddr().String()
 	slots := make(chan *slot, c.s.maxPipeline())
 	writerDone := make(chan struct{})
 	go c.writeLoop(slots, writerDone)
@@ -344,7 +346,7 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 		ProtoMajor: 1,
 		ProtoMinor: minor,
 		Header:     make(http.Header, 8),
-		RemoteAddr: c.nc.RemoteAddr().String(),
+		RemoteAddr: c.remote,
 	}
 	if req.URL, err = url.ParseRequestURI(req.RequestURI); err != nil {
 		return nil, false, protoErr(http.StatusBadRequest, "malformed request target: %v", err)

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/pprof"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/kv"
@@ -75,9 +76,10 @@ func New(b Backend, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
 	a := &api{b: b, cfg: cfg, sem: make(chan struct{}, cfg.MaxInflight), m: newMetrics(cfg.Registerer)}
 	mux := http.NewServeMux()
+	entity, kv := a.wrap("v0_entity", true, a.v0Entity), a.wrap("v1_kv", true, a.v1KV)
 	mux.Handle("/v0/status", a.wrap("v0_status", false, a.v0Status))
-	mux.Handle("/v0/entity", a.wrap("v0_entity", true, a.v0Entity))
-	mux.Handle("/v1/kv/", a.wrap("v1_kv", true, a.v1KV))
+	mux.Handle("/v0/entity", entity)
+	mux.Handle("/v1/kv/", kv)
 	mux.Handle("/v1/status", a.wrap("v1_status", false, a.v1Status))
 	mux.Handle("/v1/cluster", a.wrap("v1_cluster", false, a.v1Cluster))
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
@@ -91,7 +93,35 @@ func New(b Backend, cfg Config) http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
 	})
-	return mux
+	// The data routes skip the mux's pattern matching when the path is
+	// already clean (the mux would route it there unchanged).
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch p := r.URL.Path; {
+		case strings.HasPrefix(p, "/v1/kv/") && cleanPath(p):
+			kv.ServeHTTP(w, r)
+		case p == "/v0/entity":
+			entity.ServeHTTP(w, r)
+		default:
+			mux.ServeHTTP(w, r)
+		}
+	})
+}
+
+// cleanPath reports whether p has no empty, "." or ".." segment, so
+// path.Clean (which the mux applies, redirecting when it changes the path)
+// leaves it as it is, but for a trailing slash.
+func cleanPath(p string) bool {
+	for i := 1; i < len(p); i++ {
+		if p[i-1] != '/' {
+			continue
+		}
+		rest := p[i:]
+		if rest == "" || rest[0] == '/' || rest == "." || rest == ".." ||
+			strings.HasPrefix(rest, "./") || strings.HasPrefix(rest, "../") {
+			return false
+		}
+	}
+	return true
 }
 
 // statusWriter records the status code for metrics.
