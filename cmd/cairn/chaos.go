@@ -24,6 +24,7 @@ func newChaosCmd() *cobra.Command {
 		nodes, clients int
 		keys           int
 		faultSpec      string
+		partitions     string
 		target         string
 		sched          chaos.Schedule
 	)
@@ -90,7 +91,7 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 				if len(names) > 1 {
 					dir = filepath.Join(out, n)
 				}
-				ok, err := runScenario(ctx, cmd, scenarios[n], bin, dir, duration, nodes, clients, keys)
+				ok, err := runScenario(ctx, cmd, scenarios[n], bin, dir, duration, nodes, clients, keys, partitions)
 				if err != nil {
 					return err
 				}
@@ -116,6 +117,7 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	f.IntVar(&nodes, "nodes", 3, "cluster size (split cuts 5 nodes 2 vs 3)")
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
+	f.StringVar(&partitions, "partitions", chaos.PartitionsAuto, "how partition faults cut the network: iptables (each node on its own loopback address, packets dropped by the kernel), hook (the nodes' fault hook) or auto (iptables where the lab can use it)")
 	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, cpu=CORES or memory=MB")
 	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
 	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
@@ -167,7 +169,7 @@ func retarget(in map[string]chaos.Scenario, names []string, target string) map[s
 	return out
 }
 
-func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int) (bool, error) {
+func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int, partitions string) (bool, error) {
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return false, err
@@ -182,7 +184,7 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		}
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
-	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d,
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d, Partitions: partitions,
 		Workload: chaos.WorkloadConfig{Clients: clients, Keys: keys}, Steps: s.Steps(d), Progress: errw})
 	if err != nil {
 		return false, err

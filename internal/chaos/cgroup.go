@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -102,22 +103,128 @@ func CgroupsSupported() error {
 	return nil
 }
 
-// cgroupFault moves the node's process into a fresh cgroup with a limit,
-// and back to its own cgroup when healed.
+// nodeGroups are the cgroups a node runs in from its start: on cgroup v1
+// one in the cpu and one in the memory hierarchy (under the lab's own
+// groups), on v2 one under the root. Everything the node uses — its heap,
+// Pebble's caches, the page cache of its files — is charged there, so a
+// CPU quota or memory limit set on them covers the whole node. Restarts
+// put the new process in the same groups.
+type nodeGroups struct {
+	v2       bool
+	cpu, mem string // v1 directories (both the one directory on v2)
+}
+
+// newNodeGroups creates node n's groups.
+func newNodeGroups(n int) (*nodeGroups, error) {
+	name := fmt.Sprintf("cairn-chaos-%d-node%d", os.Getpid(), n)
+	if cgroupV2() {
+		dir := filepath.Join(cgV2, name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		return &nodeGroups{v2: true, cpu: dir, mem: dir}, nil
+	}
+	g := &nodeGroups{}
+	for _, h := range []struct {
+		root, ctl string
+		dir       *string
+	}{{cgCPUv1, "cpu", &g.cpu}, {cgMemv1, "memory", &g.mem}} {
+		home, err := cgroupOf("/proc/self/cgroup", h.ctl)
+		if err != nil {
+			g.remove()
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		dir := filepath.Join(groupParent(h.root, h.ctl, home), name)
+		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+			g.remove()
+			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+		}
+		*h.dir = dir
+	}
+	return g, nil
+}
+
+// enter moves process pid into the groups.
+func (g *nodeGroups) enter(pid int) error {
+	for _, dir := range g.dirs() {
+		if err := write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (g *nodeGroups) dirs() []string {
+	if g.v2 {
+		return []string{g.cpu}
+	}
+	return []string{g.cpu, g.mem}
+}
+
+// remove deletes the groups (they must hold no process any more).
+func (g *nodeGroups) remove() {
+	for _, dir := range g.dirs() {
+		for i := 0; dir != "" && i < 50; i++ {
+			if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// setCPU sets a quota of cores (0: none).
+func (g *nodeGroups) setCPU(cores float64) error {
+	quota := "-1"
+	if cores > 0 {
+		quota = strconv.Itoa(int(cores * 100000))
+	}
+	if g.v2 {
+		if cores <= 0 {
+			quota = "max"
+		}
+		return write(filepath.Join(g.cpu, "cpu.max"), quota+" 100000")
+	}
+	if err := write(filepath.Join(g.cpu, "cpu.cfs_period_us"), "100000"); err != nil {
+		return err
+	}
+	return write(filepath.Join(g.cpu, "cpu.cfs_quota_us"), quota)
+}
+
+// setMemory sets a memory limit in bytes (0: none).
+func (g *nodeGroups) setMemory(bytes int64) error {
+	file, v := "memory.limit_in_bytes", "-1"
+	if g.v2 {
+		file, v = "memory.max", "max"
+	}
+	if bytes > 0 {
+		v = strconv.FormatInt(bytes, 10)
+	}
+	return write(filepath.Join(g.mem, file), v)
+}
+
+// memoryUsage is what the node's memory group is charged now.
+func (g *nodeGroups) memoryUsage() (int64, bool) {
+	if v, ok := readInt(filepath.Join(g.mem, "memory.usage_in_bytes")); ok {
+		return v, true
+	}
+	return readInt(filepath.Join(g.mem, "memory.current"))
+}
+
+// cgroupFault sets a CPU quota or a memory limit on the node's own
+// cgroups (nodeGroups), and lifts it when healed.
 //
-// A memory limit set this way applies to memory the node charges after the
-// move. The pages it already has stay charged to its old group unless the
-// kernel moves them: on cgroup v1 the fault asks for that by writing 3
-// (anonymous and mapped file pages) to the new group's
-// memory.move_charge_at_immigrate before moving the process, but recent
-// kernels have dropped the (deprecated) feature and refuse the write
-// (Linux 6.18 answers EINVAL), and cgroup v2 never moves charges. The
-// fault's note says which happened. Either way
-// the node notices the limit: it sets Go's soft memory limit to 75 % of its
-// cgroup's memory limit (re-read every 2 s), which counts its whole Go heap
-// whatever the charges; the fault waits up to goLimitWait for that and
-// notes the result, and notes at healing the group's peak usage, how often
-// it hit the limit and whether the OOM killer struck.
+// A memory limit covers all the node's memory, page cache included: the
+// kernel reclaims what it can (page cache first) to get under it. When the
+// node's unreclaimable memory is above the limit, cgroup v1 refuses the
+// limit (EBUSY); the fault then holds the node at the memory it has (the
+// limit becomes its current usage) and says so in its note, while v2
+// reclaims and, failing that, lets the OOM killer stop the node (the fault
+// restarts it when healed). The node notices the limit either way: it
+// sets Go's soft memory limit to 75 % of its cgroup's limit (re-read every
+// 2 s); the fault waits up to goLimitWait for that and notes the result,
+// and notes at healing the group's peak usage, how often it hit the limit
+// and OOM kills.
 type cgroupFault struct {
 	cpu    float64 // fraction of one core (cpu fault)
 	memory int64   // bytes (memory fault)
@@ -137,18 +244,6 @@ func (f cgroupFault) Param() string {
 	return fmt.Sprintf("%d MB", f.memory>>20)
 }
 
-// hierarchy returns the root of the fault's cgroup hierarchy and its v1
-// controller ("" on v2).
-func (f cgroupFault) hierarchy() (root, controller string) {
-	switch {
-	case cgroupV2():
-		return cgV2, ""
-	case f.cpu > 0:
-		return cgCPUv1, "cpu"
-	}
-	return cgMemv1, "memory"
-}
-
 func write(path, v string) error { return os.WriteFile(path, []byte(v), 0o644) }
 
 // errText is the reason of a failed cgroup file operation, without the path.
@@ -164,78 +259,27 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 	if !c.Running(n) {
 		return fmt.Errorf("chaos: node %d is not running", n)
 	}
-	pid := c.Pid(n)
-	root, ctl := f.hierarchy()
-	home, err := cgroupOf(fmt.Sprintf("/proc/%d/cgroup", pid), ctl)
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	dir := filepath.Join(groupParent(root, ctl, home), fmt.Sprintf("cairn-chaos-%d-node%d", os.Getpid(), n))
-	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
-	}
-	node := c.Node(n)
-	node.cgHome, node.cgDir = filepath.Join(root, home), dir
-	switch {
-	case ctl == "" && f.cpu > 0:
-		err = write(filepath.Join(dir, "cpu.max"), fmt.Sprintf("%d 100000", int(f.cpu*100000)))
-	case ctl == "":
-		err = write(filepath.Join(dir, "memory.max"), fmt.Sprint(f.memory))
-	case f.cpu > 0:
-		if err = write(filepath.Join(dir, "cpu.cfs_period_us"), "100000"); err == nil {
-			err = write(filepath.Join(dir, "cpu.cfs_quota_us"), fmt.Sprint(int(f.cpu*100000)))
-		}
-	default:
-		err = write(filepath.Join(dir, "memory.limit_in_bytes"), fmt.Sprint(f.memory))
-	}
-	if err != nil {
-		return fmt.Errorf("%w: %v", ErrUnsupported, err)
+	g := c.Node(n).groups
+	if g == nil {
+		return fmt.Errorf("%w: node %d runs in no cgroup of the lab's", ErrUnsupported, n)
 	}
 	if f.cpu > 0 {
-		return write(filepath.Join(dir, "cgroup.procs"), strconv.Itoa(pid))
+		return g.setCPU(f.cpu)
 	}
-	return f.moveUnderMemoryLimit(c, n, pid, dir, home)
-}
-
-// moveUnderMemoryLimit moves the node into dir, with its charges where the
-// kernel allows it, and waits for the node to notice the limit.
-func (f cgroupFault) moveUnderMemoryLimit(c *Cluster, n, pid int, dir, home string) error {
+	pid := c.Pid(n)
 	rss := rssBytes(pid)
-	moveFile := filepath.Join(dir, "memory.move_charge_at_immigrate")
-	moving := false
-	switch {
-	case cgroupV2():
-		c.Notef("cgroup v2 does not move charges: the node's pages stay charged to %s, only new ones count against the limit", home)
-	default:
-		if _, err := os.Stat(moveFile); err != nil {
-			c.Notef("charges not moved (no memory.move_charge_at_immigrate): the node's pages stay charged to %s, only new ones count against the limit", home)
-		} else if err := write(moveFile, "3"); err != nil {
-			c.Notef("charges not moved (memory.move_charge_at_immigrate=3: %s): the node's pages stay charged to %s, only new ones count against the limit", errText(err), home)
-		} else {
-			moving = true
-		}
-	}
-	procs := filepath.Join(dir, "cgroup.procs")
-	err := write(procs, strconv.Itoa(pid))
-	if err != nil && moving {
-		// The node's pages do not fit under the limit (the kernel could not
-		// reclaim enough): move the process without them.
-		c.Notef("charges not moved: RSS %d MB does not fit under the limit (%s)", rss>>20, errText(err))
-		moving = false
-		_ = write(moveFile, "0")
-		err = write(procs, strconv.Itoa(pid))
+	usage, _ := g.memoryUsage()
+	err := g.setMemory(f.memory)
+	if errors.Is(err, syscall.EBUSY) {
+		now, _ := g.memoryUsage()
+		c.Notef("the kernel could not reclaim the node's memory under %d MB (%s): held at its usage, %d MB", f.memory>>20, errText(err), now>>20)
+		err = g.setMemory(now)
 	}
 	if err != nil {
 		return err
 	}
-	if moving {
-		c.Notef("charges moved with the node (memory.move_charge_at_immigrate=3)")
-	}
-	if usage, ok := readInt(filepath.Join(dir, "memory.usage_in_bytes")); ok {
-		c.Notef("RSS %d MB, %d MB charged to the new group", rss>>20, usage>>20)
-	} else if usage, ok := readInt(filepath.Join(dir, "memory.current")); ok {
-		c.Notef("RSS %d MB, %d MB charged to the new group", rss>>20, usage>>20)
-	}
+	after, _ := g.memoryUsage()
+	c.Notef("RSS %d MB; group charged %d MB before the limit, %d MB after", rss>>20, usage>>20, after>>20)
 	start := time.Now()
 	for {
 		lim, heap, err := c.GoMemory(n)
@@ -261,30 +305,38 @@ func (f cgroupFault) moveUnderMemoryLimit(c *Cluster, n, pid int, dir, home stri
 }
 
 func (f cgroupFault) Heal(c *Cluster, n int) error {
-	node := c.Node(n)
-	home, dir := node.cgHome, node.cgDir
-	node.cgHome, node.cgDir = "", ""
-	if f.memory > 0 && dir != "" {
-		c.Notef("%s", memoryStats(dir))
+	g := c.Node(n).groups
+	if g == nil {
+		return nil
+	}
+	var err error
+	if f.cpu > 0 {
+		err = g.setCPU(0)
+	} else {
+		c.Notef("%s", memoryStats(g.mem))
 		if !c.Running(n) {
 			c.Notef("the node died under the limit")
 		}
-	}
-	if c.Running(n) && home != "" {
-		_ = write(filepath.Join(home, "cgroup.procs"), strconv.Itoa(c.Pid(n)))
+		err = g.setMemory(0)
+		g.resetStats()
 	}
 	// The limit may have killed the node (memory): start it again.
-	var err error
 	if !c.Running(n) {
-		err = c.Start(n)
-	}
-	for i := 0; dir != "" && i < 50; i++ {
-		if err := os.Remove(dir); err == nil || os.IsNotExist(err) {
-			break
+		if serr := c.Start(n); err == nil {
+			err = serr
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 	return err
+}
+
+// resetStats clears the v1 peak and failure counters, so the next
+// fault's note counts its own.
+func (g *nodeGroups) resetStats() {
+	if g.v2 {
+		return
+	}
+	_ = write(filepath.Join(g.mem, "memory.max_usage_in_bytes"), "0")
+	_ = write(filepath.Join(g.mem, "memory.failcnt"), "0")
 }
 
 // memoryStats summarises a memory group before it is removed: its peak

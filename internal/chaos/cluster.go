@@ -31,9 +31,9 @@ type Node struct {
 	LogPath  string
 	cmd      *exec.Cmd
 	exited   chan struct{}
-	// cgHome and cgDir: the cgroup a cgroup fault took the node from and
-	// the one it put it in, until healed.
-	cgHome, cgDir string
+	// groups: the node's own cgroups (nil where the lab cannot make them);
+	// every start of the node enters them.
+	groups *nodeGroups
 }
 
 // Cluster is a set of nodes this process started.
@@ -42,6 +42,8 @@ type Cluster struct {
 	Nodes []*Node
 	args  []string
 	hc    *http.Client
+	// nf cuts the network between node addresses (PartitionsIPTables).
+	nf *netfilter
 	// notes are what faults said about their last injection or healing.
 	notesMu sync.Mutex
 	notes   []string
@@ -73,10 +75,13 @@ type ClusterConfig struct {
 	Extra  []string // extra serve flags
 	// NoFaultInjection starts the nodes without their fault hook.
 	NoFaultInjection bool
+	// Partitions: PartitionsAuto (default), PartitionsIPTables or
+	// PartitionsHook.
+	Partitions string
 }
 
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+func freeAddr(ip string) (string, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
 		return "", err
 	}
@@ -90,14 +95,38 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 		cfg.Nodes = 3
 	}
 	c := &Cluster{Bin: cfg.Bin, hc: &http.Client{Timeout: 5 * time.Second}}
-	var peers []string
-	for i := 1; i <= cfg.Nodes; i++ {
-		h, err := freeAddr()
+	ips := make([]string, cfg.Nodes)
+	for i := range ips {
+		ips[i] = "127.0.0.1"
+	}
+	switch cfg.Partitions {
+	case "", PartitionsAuto, PartitionsIPTables:
+		nf, err := newNetfilter()
 		if err != nil {
+			if cfg.Partitions == PartitionsIPTables {
+				return nil, err
+			}
+			break
+		}
+		if ips, err = nodeIPs(cfg.Nodes); err != nil {
+			nf.close()
 			return nil, err
 		}
-		p, err := freeAddr()
+		c.nf = nf
+	case PartitionsHook:
+	default:
+		return nil, fmt.Errorf("chaos: partitions must be %s, %s or %s, not %q", PartitionsAuto, PartitionsIPTables, PartitionsHook, cfg.Partitions)
+	}
+	var peers []string
+	for i := 1; i <= cfg.Nodes; i++ {
+		h, err := freeAddr(ips[i-1])
 		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		p, err := freeAddr(ips[i-1])
+		if err != nil {
+			c.Close()
 			return nil, err
 		}
 		n := &Node{ID: i, HTTPAddr: h, PeerAddr: p, Dir: filepath.Join(cfg.Dir, fmt.Sprint("node-", i)),
@@ -111,6 +140,16 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 		c.args = append(c.args, "--fault-injection")
 	}
 	c.args = append(c.args, cfg.Extra...)
+	if CgroupsSupported() == nil {
+		for _, n := range c.Nodes {
+			g, err := newNodeGroups(n.ID)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			n.groups = g
+		}
+	}
 	for i := range c.Nodes {
 		if err := c.Start(i + 1); err != nil {
 			c.Close()
@@ -177,6 +216,15 @@ func (c *Cluster) Start(i int) error {
 		logf.Close()
 		return err
 	}
+	if n.groups != nil {
+		// Right after the start, before the node has opened its data.
+		if err := n.groups.enter(n.cmd.Process.Pid); err != nil {
+			_ = n.cmd.Process.Kill()
+			_ = n.cmd.Wait()
+			logf.Close()
+			return fmt.Errorf("chaos: node %d into its cgroups: %w", n.ID, err)
+		}
+	}
 	n.exited = make(chan struct{})
 	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); logf.Close(); close(done) }(n.cmd, n.exited)
 	return nil
@@ -215,6 +263,57 @@ func (c *Cluster) Close() {
 		c.Resume(i + 1)
 		c.Kill(i + 1)
 	}
+	for _, n := range c.Nodes {
+		if n.groups != nil {
+			n.groups.remove()
+		}
+	}
+	if c.nf != nil {
+		c.nf.close()
+	}
+}
+
+// PartitionMechanism says how partition faults cut the network.
+func (c *Cluster) PartitionMechanism() string {
+	if c.nf != nil {
+		return PartitionsIPTables
+	}
+	return PartitionsHook
+}
+
+// cut isolates the nodes of side a from those of side b, both ways.
+func (c *Cluster) cut(a, b []int) error {
+	if c.nf != nil {
+		var pairs [][2]string
+		for _, x := range a {
+			for _, y := range b {
+				pairs = append(pairs, [2]string{c.Node(x).PeerAddr, c.Node(y).PeerAddr})
+			}
+		}
+		return c.nf.cut(pairs)
+	}
+	for _, side := range [][2][]int{{a, b}, {b, a}} {
+		for _, node := range side[0] {
+			if err := c.Admin(node, "partition="+joinInts(side[1])); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// healCuts restores every connection cut.
+func (c *Cluster) healCuts() error {
+	if c.nf != nil {
+		return c.nf.heal()
+	}
+	var first error
+	for i := range c.Nodes {
+		if err := c.Admin(i+1, "partition="); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // ClusterInfo is the part of GET /v1/cluster the lab reads.

@@ -43,40 +43,26 @@ func (restartFault) Param() string                  { return "" }
 func (restartFault) Inject(c *Cluster, n int) error { c.Stop(n); return nil }
 func (restartFault) Heal(c *Cluster, n int) error   { return c.Start(n) }
 
-// partitionFault isolates a node from every other through the fault hook
-// of every node (both directions).
+// partitionFault isolates a node from every other, both ways (through
+// iptables or the nodes' fault hooks: Cluster.PartitionMechanism).
 type partitionFault struct{}
 
 func (partitionFault) Kind() string  { return "partition" }
 func (partitionFault) Param() string { return "isolate" }
 func (partitionFault) Inject(c *Cluster, n int) error {
-	var others []string
+	var others []int
 	for i := range c.Nodes {
 		if i+1 != n {
-			others = append(others, strconv.Itoa(i+1))
-			if err := c.Admin(i+1, "partition="+strconv.Itoa(n)); err != nil {
-				return err
-			}
+			others = append(others, i+1)
 		}
 	}
-	return c.Admin(n, "partition="+strings.Join(others, ","))
+	c.Notef("node %d cut from %s via %s", n, joinInts(others), c.PartitionMechanism())
+	return c.cut([]int{n}, others)
 }
-func (partitionFault) Heal(c *Cluster, n int) error { return healPartitions(c) }
+func (partitionFault) Heal(c *Cluster, n int) error { return c.healCuts() }
 
-// healPartitions clears every node's blocked set.
-func healPartitions(c *Cluster) error {
-	var first error
-	for i := range c.Nodes {
-		if err := c.Admin(i+1, "partition="); err != nil && first == nil {
-			first = err
-		}
-	}
-	return first
-}
-
-// splitFault cuts the cluster in two through every node's fault hook: a
-// minority with the target node and a majority with the rest (splitSides).
-// Each side drops its traffic to the other.
+// splitFault cuts the cluster in two: a minority with the target node and
+// a majority with the rest (splitSides).
 type splitFault struct{}
 
 func (splitFault) Kind() string  { return "partition" }
@@ -86,17 +72,10 @@ func (splitFault) Inject(c *Cluster, n int) error {
 	if err != nil {
 		return err
 	}
-	c.Notef("minority %s | majority %s", joinInts(minority), joinInts(majority))
-	for _, side := range [][2][]int{{minority, majority}, {majority, minority}} {
-		for _, node := range side[0] {
-			if err := c.Admin(node, "partition="+joinInts(side[1])); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	c.Notef("minority %s | majority %s via %s", joinInts(minority), joinInts(majority), c.PartitionMechanism())
+	return c.cut(minority, majority)
 }
-func (splitFault) Heal(c *Cluster, n int) error { return healPartitions(c) }
+func (splitFault) Heal(c *Cluster, n int) error { return c.healCuts() }
 
 // splitSides divides nodes 1..n into a minority of floor((n-1)/2) nodes
 // (at least one) made of the target and the nodes after it (wrapping

@@ -41,6 +41,8 @@ type Config struct {
 	Steps    []Step
 	Logger   *slog.Logger
 	Progress io.Writer
+	// Partitions: see ClusterConfig.Partitions.
+	Partitions string
 }
 
 // FaultResult is what happened around one fault.
@@ -93,6 +95,9 @@ type Result struct {
 	ClientErrors      map[string]uint64 `json:"client_errors"`
 	Series            []bench.Point     `json:"series"`
 	Skipped           string            `json:"skipped,omitempty"`
+	// Partitions is how partition faults cut the network (iptables or
+	// hook).
+	Partitions string `json:"partitions,omitempty"`
 }
 
 // Passed reports whether every check passed.
@@ -127,12 +132,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
 		}
 	}
-	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster")})
+	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
-	logf("cluster of %d nodes ready; running %s for %v", len(c.Nodes), cfg.Scenario, cfg.Duration)
+	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", len(c.Nodes), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
 
 	start := time.Now()
 	rec := &recorder{start: start, acked: map[string]string{}, perf: bench.NewRecorder(start)}
@@ -172,7 +177,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := c.WaitReady(30 * time.Second); err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults}
+	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: c.PartitionMechanism()}
 	all, _ := rec.perf.Results(elapsed)
 	res.Ops, res.Series = len(rec.history), all.Series
 	res.ClientErrors = map[string]uint64{}

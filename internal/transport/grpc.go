@@ -83,6 +83,7 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 			continue
 		}
 		conn, err := grpc.NewClient(addr,
+			grpc.WithContextDialer(dialFrom(lis.Addr())),
 			grpc.WithTransportCredentials(insecure.NewCredentials()),
 			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 			grpc.WithConnectParams(grpc.ConnectParams{
@@ -102,6 +103,21 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 	t.wg.Add(1)
 	go func() { defer t.wg.Done(); _ = t.srv.Serve(lis) }()
 	return t, nil
+}
+
+// dialFrom returns a dialer whose connections leave from the host of the
+// node's own peer address when that is a specific IP (not 0.0.0.0 or ::),
+// so peers see traffic from the address this node is known by — and a
+// network partition between node addresses (cairn chaos, with iptables)
+// cuts exactly the traffic between those nodes.
+func dialFrom(local net.Addr) func(context.Context, string) (net.Conn, error) {
+	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
+	if ta, ok := local.(*net.TCPAddr); ok && ta.IP != nil && !ta.IP.IsUnspecified() {
+		d.LocalAddr = &net.TCPAddr{IP: ta.IP}
+	}
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}
 }
 
 // Addr is the address the peer server listens on.
