@@ -98,9 +98,8 @@ mkdir -p "$OUT"
 rm -f "$OUT"/*.svg "$OUT"/report.md "$OUT"/report.html
 dirs=()
 for sys in cairn etcd; do
-  for c in $CASES; do [ -d "$RES/${sys}_$c" ] && dirs+=("$RES/${sys}_$c"); done
+  for c in $CASES; do if [ -d "$RES/${sys}_$c" ]; then dirs+=("$RES/${sys}_$c"); fi; done
 done
-[ -d "$RES/cairn_entity-4" ] && dirs+=("$RES/cairn_entity-4")
 # Interleave so the report's first (baseline) run is Cairn's and pairs sit together.
 "$CAIRN" report "${dirs[@]}" --out "$OUT" --title "Cairn vs etcd, side by side"
 {

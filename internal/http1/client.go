@@ -164,7 +164,7 @@ func (c *Conn) writeLoop() {
 		select {
 		case cl = <-c.queue:
 		case <-c.failed:
-			c.failQueued()
+			c.failAll(c.queue) // the requests the writer never took
 			close(c.writerDone)
 			return
 		}
@@ -190,11 +190,11 @@ func (c *Conn) writeLoop() {
 	}
 }
 
-// failQueued fails the requests the writer never took.
-func (c *Conn) failQueued() {
+// failAll fails every call waiting in ch (after the connection failed).
+func (c *Conn) failAll(ch chan *call) {
 	for {
 		select {
-		case cl := <-c.queue:
+		case cl := <-ch:
 			cl.err = c.failErr
 			close(cl.done)
 		default:
@@ -258,15 +258,7 @@ func (c *Conn) readLoop(br *bufio.Reader) {
 func (c *Conn) drain() {
 	<-c.failed
 	<-c.writerDone
-	for {
-		select {
-		case cl := <-c.pending:
-			cl.err = c.failErr
-			close(cl.done)
-		default:
-			return
-		}
-	}
+	c.failAll(c.pending)
 }
 
 // errLastAnswer: the answer was delimited by the end of the connection.

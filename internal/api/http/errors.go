@@ -53,23 +53,22 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 	}
 }
 
+// protocolCodes name the statuses internal/http1 answers itself.
+var protocolCodes = map[int]string{
+	http.StatusRequestEntityTooLarge:       "value_too_large",
+	http.StatusExpectationFailed:           "expectation_failed",
+	http.StatusRequestHeaderFieldsTooLarge: "header_too_large",
+	http.StatusNotImplemented:              "not_implemented",
+	http.StatusHTTPVersionNotSupported:     "version_not_supported",
+	http.StatusInternalServerError:         "internal",
+}
+
 // WriteProtocolError answers a request the HTTP server could not parse
 // (internal/http1's Server.Reject) with the API's JSON error body.
 func WriteProtocolError(w http.ResponseWriter, status int, msg string) {
-	code := "bad_request"
-	switch status {
-	case http.StatusRequestEntityTooLarge:
-		code = "value_too_large"
-	case http.StatusExpectationFailed:
-		code = "expectation_failed"
-	case http.StatusRequestHeaderFieldsTooLarge:
-		code = "header_too_large"
-	case http.StatusNotImplemented:
-		code = "not_implemented"
-	case http.StatusHTTPVersionNotSupported:
-		code = "version_not_supported"
-	case http.StatusInternalServerError:
-		code = "internal"
+	code, ok := protocolCodes[status]
+	if !ok {
+		code = "bad_request"
 	}
 	writeError(w, status, code, msg)
 }
