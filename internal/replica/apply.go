@@ -181,7 +181,14 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	}
 	key := storage.DataKey(shard.Token(cmd.Key), cmd.Key)
 	curVersion, known := r.mu.versions.get(cmd.Key)
-	if !known {
+	// An unconditional put's outcome does not depend on the key's current
+	// state; only whether it created the key does, and only the replica
+	// that answers the write (it holds the proposal's waiter) needs to
+	// know that. Other replicas skip the read — with a large key space it
+	// is most of the cost of applying a write.
+	unconditionalPut := cmd.Op == wire.OpPut && cmd.Cond == wire.CondNone
+	answers := len(r.mu.props[string(cmd.RequestID)]) > 0
+	if !known && (!unconditionalPut || answers) {
 		cur, err := b.Get(key)
 		switch {
 		case err == nil:
@@ -189,9 +196,11 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		case !errors.Is(err, storage.ErrNotFound):
 			panic("replica: apply read: " + err.Error())
 		}
+		known = true
 	}
 	exists := curVersion != 0
 	res := wire.Result{Status: wire.StatusOK}
+	created := false
 	switch {
 	case cmd.Cond == wire.CondIfMatch && (!exists || curVersion != cmd.Version):
 		res.Status = wire.StatusPreconditionFailed
@@ -199,7 +208,13 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		res.Status = wire.StatusPreconditionFailed
 	case cmd.Op == wire.OpPut:
 		b.Set(key, storage.EncodeValue(index, cmd.Value))
-		res.Version, res.Created = index, !exists
+		res.Version = index
+		created = !exists && (answers || !unconditionalPut)
+		// Every replica knows it for a conditional put, so the dedup
+		// record (replicated state) holds it; for an unconditional one it
+		// is the answer's alone, and a retry answered from the record
+		// reports the key as not created.
+		res.Created = created && !unconditionalPut
 		curVersion = index
 	case cmd.Op == wire.OpDelete && exists:
 		b.Delete(key)
@@ -215,7 +230,9 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		r.mu.dedup.add(bucket, idHash)
 		r.pruneDedup(b, cmd.UnixNano)
 	}
-	return Result{Result: res, Index: index}
+	answer := res
+	answer.Created = created
+	return Result{Result: answer, Index: index}
 }
 
 // pruneDedup drops the dedup buckets whose every record is older than

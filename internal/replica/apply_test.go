@@ -213,3 +213,37 @@ func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
 		t.Fatalf("missing after commit: %v", want)
 	}
 }
+
+// Only the replica that answers an unconditional put reads whether it
+// creates the key; the replicated dedup record does not hold it, so every
+// replica's state is the same and a retry answered from the record
+// reports the key as not created.
+func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
+	answering, other := testReplica(t), testReplica(t)
+	answering.mu.props = map[string][]*proposal{"w1": {{reqID: "w1"}}}
+	put := wire.Command{RequestID: []byte("w1"), UnixNano: 1, Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
+	ra := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	ro := applyAll(other, []wire.Command{put}, func() int { return 1 })
+	if !ra[0].Created || ro[0].Created || ra[0].Version != ro[0].Version {
+		t.Fatalf("answering replica %+v, other %+v: want created only in the answer", ra[0], ro[0])
+	}
+	da, do := dump(t, answering.cfg.Engine), dump(t, other.cfg.Engine)
+	if len(da) != len(do) {
+		t.Fatalf("states differ: %d vs %d keys", len(da), len(do))
+	}
+	for i := range da {
+		if !bytes.Equal(da[i][0], do[i][0]) || !bytes.Equal(da[i][1], do[i][1]) {
+			t.Fatalf("states differ at key %x", da[i][0])
+		}
+	}
+	retry := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	if retry[0].Created || retry[0].Version != ra[0].Version {
+		t.Fatalf("retry answered %+v, want the first version, not created", retry[0])
+	}
+	// A conditional create keeps Created in the record: every replica
+	// reads the key to evaluate the condition.
+	create := wire.Command{RequestID: []byte("c1"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("new"), Value: []byte("v")}
+	if r := applyAll(other, []wire.Command{create, create}, func() int { return 1 }); !r[0].Created || !r[1].Created {
+		t.Fatalf("conditional create and its retry: %+v", r)
+	}
+}
