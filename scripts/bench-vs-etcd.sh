@@ -74,19 +74,28 @@ run() { # label target args...
   "$CAIRN" bench --target "$target" --label "$label" --out "$RES/${label// /_}" --duration "$DURATION" "$@" | grep -E "throughput|99%|errors by kind" || true
 }
 want() { [[ " $CASES " == *" $1 "* ]]; }
-for sys in cairn etcd; do
-  # Cairn over HTTP/1.1 with pipelining: like etcd's gRPC, the clients
-  # share the connections with many requests in flight on each; each
-  # request goes to the node leading its key's shard (--route leader, the
-  # default), as etcd's requests go to the member of their connection.
-  t=$CAIRN_T; proto=(--pipeline 64)
-  [ $sys = etcd ] && { t=$ETCD; proto=(); }
-  want put-1          && run "$sys put-1"          "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
-  want put-1000       && run "$sys put-1000"       "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
-  want range-lin-1000 && run "$sys range-lin-1000" "$t" "${proto[@]}" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
-  want range-ser-1000 && run "$sys range-ser-1000" "$t" "${proto[@]}" --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
-  want ycsb-a         && run "$sys ycsb-a"         "$t" "${proto[@]}" --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
-done
+# Cairn over HTTP/1.1 with pipelining: like etcd's gRPC, the clients share
+# the connections with many requests in flight on each; each request goes
+# to the node leading its key's shard (--route leader, the default), as
+# etcd's requests go to the member of their connection. The two systems
+# take turns case by case, so a change in the machine's speed during the
+# run (this disk's fsync latency varies by 2x over minutes) does not fall
+# on one system's cases only.
+both() { # case, bench args...
+  local c=$1 sys t proto
+  shift
+  want "$c" || return 0
+  for sys in cairn etcd; do
+    t=$CAIRN_T; proto=(--pipeline 64)
+    [ $sys = etcd ] && { t=$ETCD; proto=(); }
+    run "$sys $c" "$t" "${proto[@]}" "$@"
+  done
+}
+both put-1          --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
+both put-1000       --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+both range-lin-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
+both range-ser-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
+both ycsb-a         --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
 want entity-4 && run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
 
 # Fsync efficiency on Cairn: storage syncs and HTTP requests counted by the nodes.
@@ -117,7 +126,7 @@ done
   echo
   echo "Both systems fsync every acknowledged write (defaults). Load generator, three etcd"
   echo "members and three Cairn nodes share this machine; the idle system is running while"
-  echo "the other is measured."
+  echo "the other is measured. The systems take turns case by case (Cairn first)."
   echo
   echo "## Cairn storage counters at the end of the run"
   echo
