@@ -187,7 +187,7 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	// know that. Other replicas skip the read — with a large key space it
 	// is most of the cost of applying a write.
 	unconditionalPut := cmd.Op == wire.OpPut && cmd.Cond == wire.CondNone
-	answers := len(r.mu.props[string(cmd.RequestID)]) > 0
+	answers := unconditionalPut && len(r.mu.props[string(cmd.RequestID)]) > 0
 	if !known && (!unconditionalPut || answers) {
 		cur, err := b.Get(key)
 		switch {
@@ -196,7 +196,6 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		case !errors.Is(err, storage.ErrNotFound):
 			panic("replica: apply read: " + err.Error())
 		}
-		known = true
 	}
 	exists := curVersion != 0
 	res := wire.Result{Status: wire.StatusOK}

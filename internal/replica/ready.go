@@ -283,7 +283,8 @@ func (r *Replica) resolveReadsLocked() {
 func (r *Replica) maybeTruncateLocked() {
 	first, _ := r.log.Bounds()
 	applied := r.applied.Load()
-	if applied < first || applied-first+1 <= r.cfg.TruncateThreshold && r.log.BytesSinceTruncation() < r.cfg.TruncateBytes {
+	since := r.log.BytesSinceTruncation()
+	if applied < first || applied-first+1 <= r.cfg.TruncateThreshold && since < r.cfg.TruncateBytes {
 		return
 	}
 	if applied <= r.cfg.TruncateKeep {
@@ -293,7 +294,7 @@ func (r *Replica) maybeTruncateLocked() {
 	// Waiting for a follower is bounded: past 64 times TruncateBytes the
 	// log is cut regardless, and one that needs a snapshot anyway (its
 	// next entry is gone) is not waited for.
-	if r.leader.Load() == r.cfg.NodeID && r.log.BytesSinceTruncation() < 64*r.cfg.TruncateBytes {
+	if r.leader.Load() == r.cfg.NodeID && since < 64*r.cfg.TruncateBytes {
 		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 			if id != r.cfg.NodeID && pr.RecentActive && pr.Match+1 >= first && pr.Match < upTo {
 				upTo = pr.Match

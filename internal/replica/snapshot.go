@@ -80,9 +80,6 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot) error {
 	for _, sp := range spans {
 		b.DeleteRange(sp[0], sp[1])
 	}
-	for _, p := range storage.LegacyDedupPrefixes(r.id) {
-		b.DeleteRange(p, storage.PrefixEnd(p))
-	}
 	data := snap.Data
 	for len(data) > 0 {
 		var k, v []byte

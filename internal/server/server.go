@@ -99,16 +99,17 @@ type Server struct {
 	cfg   Config
 	eng   *storage.Engine
 	store *store.Store
-	// storeP publishes store to the engine's sync delay, which runs on
-	// Pebble's goroutines from the moment the engine opens.
-	storeP atomic.Pointer[store.Store]
-	tr     *transport.GRPC
-	coord  *kv.Coordinator
-	http   *http1.Server
-	lis    net.Listener
-	fresh  bool
-	log    *slog.Logger
-	faulty *transport.Faulty
+	// pendingWrites counts the writes proposed on this node's replicas
+	// that wait for their answer (replica.Config.PendingWrites); the
+	// engine's sync delay reads it from the moment the engine opens.
+	pendingWrites atomic.Int64
+	tr            *transport.GRPC
+	coord         *kv.Coordinator
+	http          *http1.Server
+	lis           net.Listener
+	fresh         bool
+	log           *slog.Logger
+	faulty        *transport.Faulty
 	// bg runs the runtime tuning goroutine (TuneRuntime).
 	bg struct {
 		cancel context.CancelFunc
@@ -158,11 +159,7 @@ func New(cfg Config) (*Server, error) {
 // syncDelay is the engine's least time between WAL syncs: the group
 // commit delay while enough writes wait, else none.
 func (s *Server) syncDelay() time.Duration {
-	st := s.storeP.Load()
-	if st == nil {
-		return 0
-	}
-	return groupCommitDelay(st.PendingWrites(), s.cfg.GroupCommitDelay, s.cfg.GroupCommitWrites)
+	return groupCommitDelay(s.pendingWrites.Load(), s.cfg.GroupCommitDelay, s.cfg.GroupCommitWrites)
 }
 
 // groupCommitDelay: see Config.GroupCommitDelay.
@@ -208,15 +205,16 @@ func (s *Server) build() error {
 	if err := id.Map.Validate(); err != nil {
 		return err
 	}
+	rc := cfg.Replica
+	rc.PendingWrites = &s.pendingWrites
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
-		Replica: cfg.Replica, Logger: s.log,
+		Replica: rc, Logger: s.log,
 	}, s.fresh)
 	if err != nil {
 		return err
 	}
 	s.store = st
-	s.storeP.Store(st)
 	if s.fresh {
 		// Persist identity only after every replica's initial state is
 		// written, so a crash in between bootstraps again from scratch.

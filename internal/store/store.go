@@ -80,8 +80,6 @@ type Store struct {
 	refused map[uint64]time.Time
 	// leaderApplied counts writes applied by this node's leader replicas.
 	leaderApplied atomic.Uint64
-	// pendingWrites counts proposals waiting for their answer.
-	pendingWrites atomic.Int64
 	ctx           context.Context
 	cancel        context.CancelFunc
 	wg            sync.WaitGroup
@@ -111,7 +109,6 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 		rc.ElectionTick, rc.HeartbeatTick = cfg.ElectionTick, cfg.HeartbeatTick
 		rc.Logger = cfg.Logger
 		rc.LeaderApplied = &s.leaderApplied
-		rc.PendingWrites = &s.pendingWrites
 		r, err := replica.Open(rc, bootstrap)
 		if err != nil {
 			return nil, fmt.Errorf("store: %w", err)
@@ -165,10 +162,6 @@ func (s *Store) Stop() {
 // LeaderApplied is the number of writes applied by this node while it led
 // their shard: with the engine's fsync count, the writes per fsync.
 func (s *Store) LeaderApplied() uint64 { return s.leaderApplied.Load() }
-
-// PendingWrites is the number of writes proposed on this node's replicas
-// that wait for their answer.
-func (s *Store) PendingWrites() int64 { return s.pendingWrites.Load() }
 
 // Replica returns the local replica of a shard, or nil.
 func (s *Store) Replica(id uint64) *replica.Replica { return s.replicas[id] }
