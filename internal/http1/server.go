@@ -81,11 +81,18 @@ func (s *Server) maxHeader() int {
 	return s.MaxHeaderBytes
 }
 
-func orDefault(d, def time.Duration) time.Duration {
-	if d <= 0 {
-		return def
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout <= 0 {
+		return 2 * time.Minute
 	}
-	return d
+	return s.IdleTimeout
+}
+
+func (s *Server) headerTimeout() time.Duration {
+	if s.ReadHeaderTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return s.ReadHeaderTimeout
 }
 
 // ErrServerClosed is returned by Serve after Shutdown.
@@ -222,7 +229,7 @@ func (c *conn) serve() {
 	}()
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	// Sniff the HTTP/2 preface.
-	_ = c.nc.SetReadDeadline(time.Now().Add(orDefault(c.s.IdleTimeout, 2*time.Minute)))
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
 	// "PRI " is no HTTP/1 method in use: it opens the HTTP/2 preface.
 	if p, err := br.Peek(4); err == nil && string(p) == h2Preface[:4] {
 		if c.s.H2 == nil || c.s.h2lis == nil {
@@ -262,9 +269,9 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 		if c.stopping.Load() {
 			return
 		}
-		timeout := orDefault(c.s.IdleTimeout, 2*time.Minute)
+		timeout := c.s.idleTimeout()
 		if first {
-			timeout = orDefault(c.s.ReadHeaderTimeout, 10*time.Second)
+			timeout = c.s.headerTimeout()
 		}
 		first = false
 		_ = c.nc.SetReadDeadline(time.Now().Add(timeout))
@@ -272,12 +279,12 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 			c.readFailed(err)
 			return
 		}
-		_ = c.nc.SetReadDeadline(time.Now().Add(orDefault(c.s.ReadHeaderTimeout, 10*time.Second)))
+		_ = c.nc.SetReadDeadline(time.Now().Add(c.s.headerTimeout()))
 		req, closeAfter, err := c.readRequest(br, slots)
 		if err != nil {
 			var pe *ProtocolError
 			if errors.As(err, &pe) {
-				c.s.logf("http1: bad request", "remote", c.nc.RemoteAddr().String(), "err", err)
+				c.s.logf("http1: bad request", "remote", c.remote, "err", err)
 				sl := &slot{done: make(chan struct{}), close: true}
 				sl.out = c.rejection(pe)
 				close(sl.done)
@@ -381,7 +388,7 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 			slots <- sl
 		}
 	}
-	_ = c.nc.SetReadDeadline(time.Now().Add(orDefault(c.s.IdleTimeout, 2*time.Minute)))
+	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
 	body, over, err := readBody(br, f, c.s.maxBody())
 	if err != nil {
 		return nil, false, err
@@ -510,55 +517,63 @@ func (c *conn) rejection(pe *ProtocolError) []byte {
 }
 
 // writeLoop writes the answers in request order, flushing when the next
-// one is not ready yet.
+// one is not ready yet. Once the connection is done for (a write failed,
+// an answer closes it, a handler aborted) it only waits for the pending
+// handlers to finish.
 func (c *conn) writeLoop(slots <-chan *slot, done chan<- struct{}) {
 	defer close(done)
 	bw := bufio.NewWriterSize(c.nc, 16<<10)
 	broken := false
+	end := func() {
+		broken = true
+		c.abort()
+	}
+	flush := func() {
+		if bw.Flush() != nil {
+			end()
+		}
+	}
 	for sl := range slots {
-		select {
-		case <-sl.done:
-		default:
-			if !broken && bw.Buffered() > 0 {
-				// Answers finish in bursts (one Raft entry resolves many
-				// requests): give the next ones a moment to join this
-				// write before flushing.
-				runtime.Gosched()
-				select {
-				case <-sl.done:
-					goto ready
-				default:
-				}
-				broken = bw.Flush() != nil
+		if !broken && !sl.ready() && bw.Buffered() > 0 {
+			// Answers finish in bursts (one Raft entry resolves many
+			// requests): give the next ones a moment to join this write
+			// before flushing.
+			runtime.Gosched()
+			if !sl.ready() {
+				flush()
 			}
-			<-sl.done
 		}
-	ready:
-		if sl.out == nil && sl.close { // aborted handler
-			c.abort()
-			broken = true
-		}
-		if !broken {
-			_, err := bw.Write(sl.out)
-			broken = err != nil
-		}
-		if sl.close {
-			if !broken {
-				_ = bw.Flush()
-			}
-			c.abort()
-			broken = true
-		}
-		if len(slots) == 0 && !broken && bw.Buffered() > 0 {
-			broken = bw.Flush() != nil
-		}
-		if broken {
-			c.abort()
+		<-sl.done
+		switch {
+		case broken:
+		case sl.out == nil && sl.close: // aborted handler
+			end()
+		case writeFailed(bw, sl.out):
+			end()
+		case sl.close:
+			flush()
+			end()
+		case len(slots) == 0 && bw.Buffered() > 0:
+			flush()
 		}
 	}
 	if !broken {
 		_ = bw.Flush()
 	}
+}
+
+func (sl *slot) ready() bool {
+	select {
+	case <-sl.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func writeFailed(bw *bufio.Writer, b []byte) bool {
+	_, err := bw.Write(b)
+	return err != nil
 }
 
 // abort stops reading and closes the write side; pending handlers still
