@@ -56,11 +56,11 @@ func cgroupOf(procCgroup, controller string) (string, error) {
 	return "", fmt.Errorf("chaos: no %s cgroup in %s", what, procCgroup)
 }
 
-// groupParent is where a fault's cgroup for a process in cgroup home goes.
+// groupParent is where the lab's group for a process in cgroup home goes.
 // On v1 it is under home, so the group's charges still count towards
-// home's limits and the node goes back to home when healed. On v2 it is
-// the root: a v2 group that holds processes cannot hand the cpu or memory
-// controller to a child ("no internal processes").
+// home's limits. On v2 it is the root: a v2 group that holds processes
+// cannot hand the cpu or memory controller to a child ("no internal
+// processes").
 func groupParent(root, controller, home string) string {
 	if controller == "" {
 		return root
@@ -69,46 +69,32 @@ func groupParent(root, controller, home string) string {
 }
 
 // CgroupsSupported reports whether CPU and memory faults can be injected:
-// a group can be created where the faults create theirs, with the files
-// they write.
+// the groups a node runs in can be created, with the files the faults
+// write.
 func CgroupsSupported() error {
-	type probe struct {
-		root, controller string
-		files            []string
+	g, err := newGroups(fmt.Sprintf("cairn-probe-%d", os.Getpid()))
+	if err != nil {
+		return err
 	}
-	probes := []probe{{cgCPUv1, "cpu", []string{"cpu.cfs_quota_us"}}, {cgMemv1, "memory", []string{"memory.limit_in_bytes"}}}
-	if cgroupV2() {
-		probes = []probe{{cgV2, "", []string{"cpu.max", "memory.max"}}}
+	defer g.remove()
+	need := [][2]string{{g.cpu, "cpu.cfs_quota_us"}, {g.mem, "memory.limit_in_bytes"}}
+	if g.v2 {
+		need = [][2]string{{g.cpu, "cpu.max"}, {g.mem, "memory.max"}}
 	}
-	for _, p := range probes {
-		home := "/"
-		if p.controller != "" {
-			var err error
-			if home, err = cgroupOf("/proc/self/cgroup", p.controller); err != nil {
-				return fmt.Errorf("%w: %v", ErrUnsupported, err)
-			}
+	for _, n := range need {
+		if _, err := os.Stat(filepath.Join(n[0], n[1])); err != nil {
+			return fmt.Errorf("%w: a new cgroup under %s has no %s (controller not enabled in cgroup.subtree_control?)", ErrUnsupported, filepath.Dir(n[0]), n[1])
 		}
-		dir := filepath.Join(groupParent(p.root, p.controller, home), fmt.Sprintf("cairn-probe-%d", os.Getpid()))
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return fmt.Errorf("%w: cannot create a cgroup under %s: %v", ErrUnsupported, filepath.Dir(dir), err)
-		}
-		for _, f := range p.files {
-			if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-				os.Remove(dir)
-				return fmt.Errorf("%w: a new cgroup under %s has no %s (controller not enabled in cgroup.subtree_control?)", ErrUnsupported, filepath.Dir(dir), f)
-			}
-		}
-		os.Remove(dir)
 	}
 	return nil
 }
 
 // nodeGroups are the cgroups a node runs in from its start: on cgroup v1
 // one in the cpu and one in the memory hierarchy (under the lab's own
-// groups), on v2 one under the root. Everything the node uses — its heap,
-// Pebble's caches, the page cache of its files — is charged there, so a
-// CPU quota or memory limit set on them covers the whole node. Restarts
-// put the new process in the same groups.
+// groups), on v2 one under the root (groupParent). Everything the
+// node uses — its heap, Pebble's caches, the page cache of its files — is
+// charged there, so a CPU quota or memory limit set on them covers the
+// whole node. Restarts put the new process in the same groups.
 type nodeGroups struct {
 	v2       bool
 	cpu, mem string // v1 directories (both the one directory on v2)
@@ -116,11 +102,21 @@ type nodeGroups struct {
 
 // newNodeGroups creates node n's groups.
 func newNodeGroups(n int) (*nodeGroups, error) {
-	name := fmt.Sprintf("cairn-chaos-%d-node%d", os.Getpid(), n)
-	if cgroupV2() {
-		dir := filepath.Join(cgV2, name)
+	return newGroups(fmt.Sprintf("cairn-chaos-%d-node%d", os.Getpid(), n))
+}
+
+// newGroups creates the groups called name.
+func newGroups(name string) (*nodeGroups, error) {
+	mkdir := func(dir string) error {
 		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
-			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+			return fmt.Errorf("%w: cannot create a cgroup under %s: %v", ErrUnsupported, filepath.Dir(dir), err)
+		}
+		return nil
+	}
+	if cgroupV2() {
+		dir := filepath.Join(groupParent(cgV2, "", "/"), name)
+		if err := mkdir(dir); err != nil {
+			return nil, err
 		}
 		return &nodeGroups{v2: true, cpu: dir, mem: dir}, nil
 	}
@@ -135,9 +131,9 @@ func newNodeGroups(n int) (*nodeGroups, error) {
 			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 		}
 		dir := filepath.Join(groupParent(h.root, h.ctl, home), name)
-		if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
+		if err := mkdir(dir); err != nil {
 			g.remove()
-			return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
+			return nil, err
 		}
 		*h.dir = dir
 	}
