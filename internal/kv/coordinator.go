@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
@@ -40,6 +41,8 @@ type Config struct {
 type Coordinator struct {
 	cfg     Config
 	started time.Time
+	// lastID is the time part of the last request id this node made.
+	lastID atomic.Int64
 
 	mu struct {
 		sync.Mutex
@@ -160,8 +163,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	defer cancel()
 	cmd := wire.Command{RequestID: opts.RequestID, UnixNano: time.Now().UnixNano(), Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
-		// Ids need to be unique, not secret: a fast generator will do.
-		cmd.RequestID = binary.LittleEndian.AppendUint64(binary.LittleEndian.AppendUint64(make([]byte, 0, 16), rand.Uint64()), rand.Uint64())
+		cmd.RequestID = c.newRequestID(cmd.UnixNano)
 	}
 	switch opts.Cond {
 	case CondIfMatch:
@@ -176,6 +178,22 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 		return nil, err
 	}
 	return resp, statusErr(resp)
+}
+
+// newRequestID returns a fresh id for a write whose client gave none: a
+// strictly increasing time in nanoseconds (big-endian) and 8 random bytes.
+// Ids need to be unique, not secret; ordered by time, the dedup records of
+// an apply round land together at the end of their bucket, where Pebble
+// inserts them into its memtable in a step each instead of a search each.
+func (c *Coordinator) newRequestID(now int64) []byte {
+	for {
+		last := c.lastID.Load()
+		t := max(now, last+1)
+		if c.lastID.CompareAndSwap(last, t) {
+			id := binary.BigEndian.AppendUint64(make([]byte, 0, 16), uint64(t))
+			return binary.LittleEndian.AppendUint64(id, rand.Uint64())
+		}
+	}
 }
 
 // statusErr maps a final response status to a sentinel error.
