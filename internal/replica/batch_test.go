@@ -119,8 +119,9 @@ func TestBloomHasNoFalseNegatives(t *testing.T) {
 			fp++
 		}
 	}
-	// 10 bits per key in 512-bit blocks, several segments: a few percent.
-	if fp > 5000 {
+	// 16 bits per key in 512-bit blocks, 0.1 % per full segment; five
+	// segments here.
+	if fp > 600 {
 		t.Fatalf("%d false positives in 100000", fp)
 	}
 	t.Logf("%d segments, %d false positives in 100000", len(b.segs), fp)
@@ -142,4 +143,32 @@ func TestDedupFilterDropsWholeBuckets(t *testing.T) {
 	if len(d.order) != 1 || len(d.buckets) != 1 {
 		t.Fatalf("buckets left: %v", d.order)
 	}
+}
+
+// A new bucket's filter starts at the size its predecessor reached, so a
+// steady load keeps one segment per bucket (each segment adds its false
+// positives to every lookup).
+func TestDedupFilterSizesNewBucketFromLast(t *testing.T) {
+	var d dedupFilter
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 50000; i++ {
+		d.add(1, rng.Uint64())
+	}
+	if n := len(d.buckets[1].segs); n < 2 {
+		t.Fatalf("first bucket has %d segments; want growth from %d", n, bloomFirstCap)
+	}
+	for i := 0; i < 50000; i++ {
+		d.add(2, rng.Uint64())
+	}
+	if n := len(d.buckets[2].segs); n != 1 {
+		t.Fatalf("second bucket has %d segments, want 1", n)
+	}
+	fp := 0
+	for i := 0; i < 100000; i++ {
+		fp += len(d.candidates(rng.Uint64(), nil))
+	}
+	if fp > 700 {
+		t.Fatalf("%d false candidates in 100000 lookups over two buckets", fp)
+	}
+	t.Logf("%d false candidates in 100000 lookups", fp)
 }

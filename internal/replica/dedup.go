@@ -30,9 +30,13 @@ func (r *Replica) dedupBucket(unixNano int64) uint64 {
 // dedupFilter holds, per live bucket of a replica's dedup table, a Bloom
 // filter of the request ids recorded there. Nearly every write is a first
 // attempt whose id has no record: the filters say so without a Pebble
-// read. A possible hit (a retry, or a false positive, about 1 %) reads the
-// record from Pebble, which stays the source of truth, so the filter
-// changes no answer. It costs about 10 bits per remembered id and is
+// read. A possible hit (a retry, or a false positive) reads the record
+// from Pebble, which stays the source of truth, so the filter changes no
+// answer. A write is checked against every live bucket (up to five) and
+// every segment of their filters, so the false positive rates add up: a
+// segment costs 16 bits per id (under 0.1 % false positives when full),
+// and a new bucket's filter starts at the size the bucket before it
+// reached, so a steady load fills one segment per bucket. The filter is
 // rebuilt from the engine when the replica opens and after a snapshot.
 type dedupFilter struct {
 	buckets map[uint64]*bloom
@@ -76,7 +80,13 @@ func (d *dedupFilter) add(bucket, h uint64) {
 		if d.buckets == nil {
 			d.buckets = map[uint64]*bloom{}
 		}
-		f = &bloom{}
+		// Buckets span equal times: the latest one's count is the
+		// best guess of this one's.
+		hint := 0
+		if n := len(d.order); n > 0 {
+			hint = d.buckets[d.order[n-1]].count()
+		}
+		f = &bloom{firstCap: hint}
 		d.buckets[bucket] = f
 		i := sort.Search(len(d.order), func(i int) bool { return d.order[i] > bucket })
 		d.order = append(d.order, 0)
@@ -101,6 +111,8 @@ func (d *dedupFilter) dropBelow(limit uint64) {
 // up front. One lookup reads one cache line per segment.
 type bloom struct {
 	segs []bloomSeg
+	// firstCap is the first segment's capacity (at least bloomFirstCap).
+	firstCap int
 }
 
 type bloomSeg struct {
@@ -109,14 +121,23 @@ type bloomSeg struct {
 }
 
 const (
-	bloomBitsPerKey = 10
+	bloomBitsPerKey = 16
 	bloomProbes     = 7
 	bloomFirstCap   = 4096
 )
 
+// count is the number of hashes added.
+func (b *bloom) count() int {
+	n := 0
+	for i := range b.segs {
+		n += b.segs[i].n
+	}
+	return n
+}
+
 func (b *bloom) add(h uint64) {
 	if len(b.segs) == 0 || b.segs[len(b.segs)-1].n >= b.segs[len(b.segs)-1].limit {
-		c := bloomFirstCap
+		c := max(bloomFirstCap, b.firstCap)
 		if len(b.segs) > 0 {
 			c = 2 * b.segs[len(b.segs)-1].limit
 		}
@@ -124,8 +145,8 @@ func (b *bloom) add(h uint64) {
 	}
 	s := &b.segs[len(b.segs)-1]
 	blk := s.block(h)
-	step := uint32(h>>32) | 1
-	for i, p := uint32(0), uint32(h); i < bloomProbes; i, p = i+1, p+step {
+	p := probeBits(h)
+	for i := 0; i < bloomProbes; i, p = i+1, p>>9 {
 		bit := p & 511
 		blk[bit>>6] |= 1 << (bit & 63)
 	}
@@ -133,11 +154,11 @@ func (b *bloom) add(h uint64) {
 }
 
 func (b *bloom) mayHave(h uint64) bool {
-	step := uint32(h>>32) | 1
+	probes := probeBits(h)
 	for i := range b.segs {
 		blk := b.segs[i].block(h)
 		hit := true
-		for j, p := uint32(0), uint32(h); j < bloomProbes; j, p = j+1, p+step {
+		for j, p := 0, probes; j < bloomProbes; j, p = j+1, p>>9 {
 			bit := p & 511
 			if blk[bit>>6]&(1<<(bit&63)) == 0 {
 				hit = false
@@ -149,6 +170,15 @@ func (b *bloom) mayHave(h uint64) bool {
 		}
 	}
 	return false
+}
+
+// probeBits is where hash h sets its bits in its block: bloomProbes
+// 9-bit fields of one remix of h (independent of the block choice, which
+// uses another).
+func probeBits(h uint64) uint64 {
+	h ^= h >> 31
+	h *= 0x94d049bb133111eb
+	return h ^ h>>29
 }
 
 // block picks the block of hash h from its high bits (mixed, so the
