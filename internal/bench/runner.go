@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/deadline"
 	"google.golang.org/grpc/status"
 )
 
@@ -172,6 +173,9 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 		go schedule(ctx, begin, cfg.Rate, due)
 	}
 	stopProgress := startProgress(rec, cfg, begin)
+	// Operations share their deadlines' timers (one per 10 ms) rather
+	// than each making one: the load generator shares the machine.
+	deadlines := deadline.New(context.Background(), cfg.OpTimeout, 10*time.Millisecond)
 	var wg sync.WaitGroup
 	for c := 0; c < cfg.Clients; c++ {
 		wg.Add(1)
@@ -192,9 +196,7 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 					return
 				}
 				op := w.Next(rng)
-				octx, ocancel := context.WithTimeout(context.Background(), cfg.OpTimeout)
-				err := exec(octx, d, conn, op)
-				ocancel()
+				err := exec(deadlines.Context(time.Now()), d, conn, op)
 				rec.Record(op.Name, intended, time.Now(), err)
 			}
 		}(c)

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/deadline"
 )
 
 // Server serves HTTP/1.1 with pipelined requests handled concurrently, and
@@ -43,6 +45,11 @@ type Server struct {
 	// byte has arrived; IdleTimeout bounds the wait for the next request.
 	// Defaults 10 s and 2 min.
 	ReadHeaderTimeout, IdleTimeout time.Duration
+	// RequestTimeout, if set, gives each request's context a deadline
+	// RequestTimeout (plus at most a fiftieth of it, 100 ms at most)
+	// after the request was read; the requests of one connection read
+	// within that fiftieth share a context and its timer.
+	RequestTimeout time.Duration
 	// Reject writes the answer to a malformed request (its status is 400,
 	// 413, 417, 431, 501 or 505); nil writes the message as plain text.
 	Reject func(w http.ResponseWriter, status int, msg string)
@@ -205,6 +212,16 @@ type conn struct {
 	// ctx is every request's parent: canceled when the connection fails.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// deadlines hands out request contexts under ctx (nil: ctx itself).
+	deadlines *deadline.Windows
+}
+
+// requestContext is the context of a request read now.
+func (c *conn) requestContext() context.Context {
+	if c.deadlines == nil {
+		return c.ctx
+	}
+	return c.deadlines.Context(time.Now())
 }
 
 // slot is one answer, in request order.
@@ -244,6 +261,9 @@ func (c *conn) serve() {
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
 	defer c.cancel()
+	if c.s.RequestTimeout > 0 {
+		c.deadlines = deadline.New(c.ctx, c.s.RequestTimeout, 0)
+	}
 	c.remote = c.nc.RemoteAddr().String()
 	slots := make(chan *slot, c.s.maxPipeline())
 	writerDone := make(chan struct{})
@@ -419,7 +439,7 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 		req.TransferEncoding = []string{"chunked"}
 	}
 	req.Close = closeAfter
-	return req, closeAfter, nil
+	return req.WithContext(c.requestContext()), closeAfter, nil
 }
 
 var methods = map[string]string{}
@@ -495,7 +515,7 @@ func (c *conn) handle(req *http.Request, sl *slot) {
 		}
 		close(sl.done)
 	}()
-	c.s.Handler.ServeHTTP(w, req.WithContext(c.ctx))
+	c.s.Handler.ServeHTTP(w, req)
 	sl.out = w.serialize(sl.close, req.ProtoMinor)
 }
 

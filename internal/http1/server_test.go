@@ -466,3 +466,49 @@ func TestClientFailsPendingOnClose(t *testing.T) {
 		t.Fatal("Do on a failed connection succeeded")
 	}
 }
+
+// With RequestTimeout, every request's context carries a deadline
+// RequestTimeout (plus at most a fiftieth) after it was read, and it ends
+// when the connection breaks.
+func TestRequestDeadline(t *testing.T) {
+	type seen struct {
+		left time.Duration
+		ok   bool
+	}
+	got := make(chan seen, 4)
+	s := &Server{RequestTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		dl, ok := r.Context().Deadline()
+		got <- seen{time.Until(dl), ok}
+	})}
+	addr := start(t, s)
+	_, br := raw(t, addr, "GET /a HTTP/1.1\r\nHost: x\r\n\r\nGET /b HTTP/1.1\r\nHost: x\r\n\r\n")
+	for i := 0; i < 2; i++ {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		g := <-got
+		if !g.ok || g.left <= 9*time.Second || g.left > 10*time.Second+200*time.Millisecond {
+			t.Fatalf("request %d: deadline %v away (set %v), want 10 s to 10.2 s", i, g.left, g.ok)
+		}
+	}
+
+	ended := make(chan error, 1)
+	s2 := &Server{RequestTimeout: time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+		ended <- r.Context().Err()
+	})}
+	c, _ := raw(t, start(t, s2), "GET /wait HTTP/1.1\r\nHost: x\r\n\r\n")
+	time.Sleep(50 * time.Millisecond)
+	c.(*net.TCPConn).SetLinger(0)
+	c.Close()
+	select {
+	case err := <-ended:
+		if err != context.Canceled {
+			t.Fatalf("context ended with %v, want canceled", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the request's context did not end when its connection broke")
+	}
+}

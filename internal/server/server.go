@@ -277,6 +277,7 @@ func (s *Server) build() error {
 		MaxBodyBytes:      int64(acfg.MaxValueSize),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
+		RequestTimeout:    acfg.RequestTimeout,
 		Reject:            httpapi.WriteProtocolError,
 		Logger:            s.log,
 	}

@@ -163,8 +163,13 @@ func (a *api) wrap(route string, limited bool, h func(http.ResponseWriter, *http
 				return
 			}
 		}
-		ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
-		defer cancel()
-		h(sw, r.WithContext(ctx))
+		// A deadline the server already gave the request stands (the
+		// HTTP/1.1 server hands out shared, coarse ones).
+		if _, ok := r.Context().Deadline(); !ok {
+			ctx, cancel := context.WithTimeout(r.Context(), a.cfg.RequestTimeout)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
+		h(sw, r)
 	})
 }
