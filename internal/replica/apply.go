@@ -180,21 +180,24 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 		}
 	}
 	key := storage.DataKey(shard.Token(cmd.Key), cmd.Key)
-	curVersion, known := r.mu.versions.get(cmd.Key)
 	// An unconditional put's outcome does not depend on the key's current
 	// state; only whether it created the key does, and only the replica
 	// that answers the write (it holds the proposal's waiter) needs to
-	// know that. Other replicas skip the read — with a large key space it
-	// is most of the cost of applying a write.
+	// know that. Other replicas skip looking the version up — with a large
+	// key space the read is most of the cost of applying a write.
 	unconditionalPut := cmd.Op == wire.OpPut && cmd.Cond == wire.CondNone
 	answers := unconditionalPut && len(r.mu.props[string(cmd.RequestID)]) > 0
-	if !known && (!unconditionalPut || answers) {
-		cur, err := b.Get(key)
-		switch {
-		case err == nil:
-			curVersion, _, _ = storage.DecodeValue(cur)
-		case !errors.Is(err, storage.ErrNotFound):
-			panic("replica: apply read: " + err.Error())
+	var curVersion uint64
+	if !unconditionalPut || answers {
+		var known bool
+		if curVersion, known = r.mu.versions.get(cmd.Key); !known {
+			cur, err := b.Get(key)
+			switch {
+			case err == nil:
+				curVersion, _, _ = storage.DecodeValue(cur)
+			case !errors.Is(err, storage.ErrNotFound):
+				panic("replica: apply read: " + err.Error())
+			}
 		}
 	}
 	exists := curVersion != 0
