@@ -366,16 +366,18 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 	if len(target) == 0 || bytes.ContainsAny(target, " \t\x00") {
 		return nil, false, protoErr(http.StatusBadRequest, "malformed request target")
 	}
-	req = &http.Request{
-		Method:     methodString(method),
-		RequestURI: string(target),
-		Proto:      "HTTP/1." + strconv.Itoa(minor),
-		ProtoMajor: 1,
-		ProtoMinor: minor,
-		Header:     make(http.Header, 8),
-		RemoteAddr: c.remote,
-	}
-	if req.URL, err = url.ParseRequestURI(req.RequestURI); err != nil {
+	// One allocation for the request and its context (WithContext copies).
+	req = noRequest.WithContext(c.requestContext())
+	req.Method = methodString(method)
+	req.RequestURI = string(target)
+	req.Proto = protoString(minor)
+	req.ProtoMajor, req.ProtoMinor = 1, minor
+	req.Header = make(http.Header, 8)
+	req.RemoteAddr = c.remote
+	if plainPath(target) {
+		// What url.ParseRequestURI makes of it, without the parsing.
+		req.URL = &url.URL{Path: req.RequestURI}
+	} else if req.URL, err = url.ParseRequestURI(req.RequestURI); err != nil {
 		return nil, false, protoErr(http.StatusBadRequest, "malformed request target: %v", err)
 	}
 	if err := lr.readHeader(req.Header); err != nil {
@@ -428,9 +430,9 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 		c.linger.Store(true)
 	case f.chunked:
 		req.ContentLength = int64(len(body))
-		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.Body = newBody(body)
 	case len(body) > 0:
-		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.Body = newBody(body)
 	default:
 		req.ContentLength = 0
 		req.Body = http.NoBody
@@ -439,8 +441,56 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 		req.TransferEncoding = []string{"chunked"}
 	}
 	req.Close = closeAfter
-	return req.WithContext(c.requestContext()), closeAfter, nil
+	return req, closeAfter, nil
 }
+
+// noRequest is the empty request each request starts as a copy of.
+var noRequest http.Request
+
+func protoString(minor int) string {
+	if minor == 1 {
+		return "HTTP/1.1"
+	}
+	return "HTTP/1." + strconv.Itoa(minor)
+}
+
+// plainPath reports whether a request target is an absolute path of
+// unreserved characters only (RFC 3986 §2.3): no query, no escapes,
+// nothing url.ParseRequestURI would change or reject.
+func plainPath(t []byte) bool {
+	if len(t) == 0 || t[0] != '/' {
+		return false
+	}
+	for _, c := range t {
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '/' || c == '-' || c == '.' || c == '_' || c == '~':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Body is a request body read whole. Bytes gives it without a copy (for
+// handlers that would read it into memory anyway); reading it works as
+// for any body.
+type Body struct {
+	bytes.Reader
+	b []byte
+}
+
+func newBody(b []byte) *Body {
+	body := &Body{b: b}
+	body.Reset(b)
+	return body
+}
+
+// Bytes returns the whole body, whatever has been read of it.
+func (b *Body) Bytes() []byte { return b.b }
+
+// Close does nothing.
+func (b *Body) Close() error { return nil }
 
 var methods = map[string]string{}
 

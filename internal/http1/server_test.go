@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -510,5 +511,54 @@ func TestRequestDeadline(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the request's context did not end when its connection broke")
+	}
+}
+
+// A plain path is taken as the URL url.ParseRequestURI would make of it.
+func TestPlainPathMatchesParse(t *testing.T) {
+	for _, target := range []string{"/", "/v1/kv/00001234", "/v0/entity", "/a-b_c.d~e/", "//x",
+		"/v1/kv/a%2Fb", "/v1/kv/a?b=c", "/v1/kv/a#f", "*", "http://h/x", "/a b", "/ä", "/a;b", "/a:b"} {
+		u, err := url.ParseRequestURI(target)
+		if !plainPath([]byte(target)) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q is plain but does not parse: %v", target, err)
+		}
+		want := url.URL{Path: target}
+		if *u != want || u.EscapedPath() != target {
+			t.Fatalf("%q parses as %#v, the plain path as %#v", target, *u, want)
+		}
+	}
+	for _, target := range []string{"/v1/kv/a%2Fb", "/v1/kv/a?b=c", "*", "/a b", "/ä", "/a;b", ""} {
+		if plainPath([]byte(target)) {
+			t.Fatalf("%q taken as plain", target)
+		}
+	}
+}
+
+// A body read whole is handed over without a copy and still reads as one.
+func TestBodyBytes(t *testing.T) {
+	got := make(chan []byte, 1)
+	s := &Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, ok := r.Body.(*Body)
+		if !ok {
+			t.Errorf("body is %T", r.Body)
+			return
+		}
+		all, err := io.ReadAll(r.Body)
+		if err != nil || string(all) != string(b.Bytes()) {
+			t.Errorf("read %q (%v), Bytes %q", all, err, b.Bytes())
+		}
+		got <- b.Bytes()
+	})}
+	_, br := raw(t, start(t, s), "PUT /k HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if b := <-got; string(b) != "hello" {
+		t.Fatalf("body %q", b)
 	}
 }

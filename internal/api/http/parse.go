@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
@@ -107,6 +108,9 @@ func (a *api) readBody(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
 		writeError(w, http.StatusRequestEntityTooLarge, "value_too_large",
 			fmt.Sprintf("value of %d bytes is over the limit of %d", r.ContentLength, a.cfg.MaxValueSize))
 		return nil, false
+	}
+	if b, ok := r.Body.(*http1.Body); ok && len(b.Bytes()) <= a.cfg.MaxValueSize {
+		return b.Bytes(), true // the HTTP/1.1 server read it whole already
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, int64(a.cfg.MaxValueSize)))
 	if err != nil {
