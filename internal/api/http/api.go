@@ -85,11 +85,11 @@ func New(b Backend, cfg Config) http.Handler {
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
 	mux.Handle("/v1/admin/fault", a.wrap("admin", false, a.adminFault))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	mux.Handle("/debug/pprof/", noDeadline(pprof.Index))
+	mux.Handle("/debug/pprof/cmdline", noDeadline(pprof.Cmdline))
+	mux.Handle("/debug/pprof/profile", noDeadline(pprof.Profile))
+	mux.Handle("/debug/pprof/symbol", noDeadline(pprof.Symbol))
+	mux.Handle("/debug/pprof/trace", noDeadline(pprof.Trace))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
 	})
@@ -104,6 +104,15 @@ func New(b Backend, cfg Config) http.Handler {
 		default:
 			mux.ServeHTTP(w, r)
 		}
+	})
+}
+
+// noDeadline serves h without the request's deadline (and cancellation):
+// a profile or trace runs for the seconds it was asked for, longer than
+// the request timeout the HTTP/1.1 server gives every request.
+func noDeadline(h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h(w, r.WithContext(context.WithoutCancel(r.Context())))
 	})
 }
 

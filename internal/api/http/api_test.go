@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
@@ -315,5 +316,24 @@ func TestProtocolErrorsAreJSON(t *testing.T) {
 		if got := errCode(t, resp{w.Code, w.Header(), w.Body.String()}); w.Code != status || got != code {
 			t.Fatalf("status %d: answered %d %q, want %q", status, w.Code, got, code)
 		}
+	}
+}
+
+// The debug profile runs for the seconds it is asked for even when the
+// request carries a shorter deadline (the HTTP/1.1 server gives every
+// request the request timeout).
+func TestProfileOutlivesRequestDeadline(t *testing.T) {
+	h := New(newFake(), Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/profile?seconds=1", nil).WithContext(ctx)
+	w := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(w, req)
+	if took := time.Since(start); took < 900*time.Millisecond {
+		t.Fatalf("profile of 1 s ended after %v: cut by the request's deadline", took)
+	}
+	if w.Code != http.StatusOK || w.Body.Len() == 0 {
+		t.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
 	}
 }
