@@ -29,6 +29,7 @@ fi
 
 WORK=$(mktemp -d /tmp/cairn-vs-etcd.XXXXXX)
 PIDS=()
+ETCD_PIDS=()
 cleanup() {
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -47,6 +48,7 @@ for i in 1 2 3; do
     --initial-cluster "$cluster" --initial-cluster-state new --initial-cluster-token cairn-bench \
     >"$WORK/etcd-$i.log" 2>&1 &
   PIDS+=($!)
+  ETCD_PIDS+=($!)
 done
 ETCD="etcd://127.0.0.1:$((ETCD_BASE+1)),127.0.0.1:$((ETCD_BASE+2)),127.0.0.1:$((ETCD_BASE+3))"
 
@@ -68,10 +70,32 @@ done
 
 RES="$WORK/results"
 mkdir -p "$RES"
+# cpu_ticks PID…: user + system clock ticks of the processes.
+cpu_ticks() {
+  local sum=0 p
+  for p in "$@"; do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
+    set -- $(sed 's/.*) //' "/proc/$p/stat")
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo "$sum"
+}
+# run label target args…: one bench run; with SYSTEM_PIDS set, the CPU the
+# system's processes and the load generator used per operation goes to
+# $RES/cpu.tsv (the clock ticks of /proc, so the kernel's work in their
+# system calls counts).
 run() { # label target args...
-  local label=$1 target=$2; shift 2
+  local label=$1 target=$2 dir c0 c1 ops; shift 2
+  dir="$RES/${label// /_}"
   echo "== $label"
-  "$CAIRN" bench --target "$target" --label "$label" --out "$RES/${label// /_}" --duration "$DURATION" "$@" | grep -E "throughput|99%|errors by kind" || true
+  c0=$(cpu_ticks "${SYSTEM_PIDS[@]}")
+  local TIMEFORMAT='%U %S'
+  { time "$CAIRN" bench --target "$target" --label "$label" --out "$dir" --duration "$DURATION" "$@" 2>&3 |
+      grep -E "throughput|99%|errors by kind"; } 3>&2 2>"$dir.time" || true
+  c1=$(cpu_ticks "${SYSTEM_PIDS[@]}")
+  ops=$(grep -m1 -o '"ops": *[0-9]*' "$dir/results.json" | grep -o '[0-9]*$' || echo 0)
+  awk -v l="$label" -v t=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" -v ops="$ops" '
+    { if (ops > 0) printf "%s\t%d\t%.1f\t%.1f\n", l, ops, t / hz / ops * 1e6, ($1 + $2) / ops * 1e6 }' "$dir.time" >>"$RES/cpu.tsv"
 }
 want() { [[ " $CASES " == *" $1 "* ]]; }
 # Cairn over HTTP/1.1 with pipelining: like etcd's gRPC, the clients share
@@ -86,8 +110,8 @@ both() { # case, bench args...
   shift
   want "$c" || return 0
   for sys in cairn etcd; do
-    t=$CAIRN_T; proto=(--pipeline 64)
-    [ $sys = etcd ] && { t=$ETCD; proto=(); }
+    t=$CAIRN_T; proto=(--pipeline 64); SYSTEM_PIDS=("${CLUSTER_PIDS[@]}")
+    [ $sys = etcd ] && { t=$ETCD; proto=(); SYSTEM_PIDS=("${ETCD_PIDS[@]}"); }
     run "$sys $c" "$t" "${proto[@]}" "$@"
   done
 }
@@ -96,7 +120,7 @@ both put-1000       --workload put --key-size 8 --val-size 256 --clients 1000 --
 both range-lin-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
 both range-ser-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
 both ycsb-a         --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
-want entity-4 && run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
+want entity-4 && SYSTEM_PIDS=("${CLUSTER_PIDS[@]}") && run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
 
 # Fsync efficiency on Cairn: storage syncs and HTTP requests counted by the nodes.
 for i in 1 2 3; do
@@ -127,6 +151,16 @@ done
   echo "Both systems fsync every acknowledged write (defaults). Load generator, three etcd"
   echo "members and three Cairn nodes share this machine; the idle system is running while"
   echo "the other is measured. The systems take turns case by case (Cairn first)."
+  echo
+  echo "## CPU per operation"
+  echo
+  echo "User and system CPU of the system's three processes (the kernel's work in their"
+  echo "system calls included) and of the load generator, over each run (warm-up"
+  echo "included), divided by the operations measured. A sweep's figure covers all its points."
+  echo
+  echo "| run | operations | system µs/op | load generator µs/op |"
+  echo "|---|---|---|---|"
+  awk -F'\t' '{ printf "| %s | %d | %.1f | %.1f |\n", $1, $2, $3, $4 }' "$RES/cpu.tsv"
   echo
   echo "## Cairn storage counters at the end of the run"
   echo
