@@ -172,3 +172,31 @@ func TestDedupFilterSizesNewBucketFromLast(t *testing.T) {
 	}
 	t.Logf("%d false candidates in 100000 lookups", fp)
 }
+
+// The version cache holds at most max keys and drops the one it took in
+// longest ago; an update keeps a key's place; reset empties it.
+func TestVersionCacheDropsOldest(t *testing.T) {
+	c := versionCache{max: 3}
+	for i, k := range []string{"a", "b", "c"} {
+		c.put([]byte(k), uint64(i+1))
+	}
+	c.put([]byte("a"), 10) // an update: "a" stays the oldest
+	c.put([]byte("d"), 4)
+	if _, ok := c.get([]byte("a")); ok {
+		t.Fatal("the oldest key was kept")
+	}
+	for k, want := range map[string]uint64{"b": 2, "c": 3, "d": 4} {
+		if v, ok := c.get([]byte(k)); !ok || v != want {
+			t.Fatalf("%s: %d %v, want %d", k, v, ok, want)
+		}
+	}
+	c.put([]byte("e"), 5)
+	if _, ok := c.get([]byte("b")); ok || len(c.m) != 3 {
+		t.Fatalf("after a fifth key: b kept or %d keys", len(c.m))
+	}
+	c.reset()
+	c.put([]byte("f"), 6)
+	if _, ok := c.get([]byte("c")); ok || len(c.m) != 1 || len(c.ring) != 1 {
+		t.Fatalf("after reset: %d keys, ring %v", len(c.m), c.ring)
+	}
+}
