@@ -531,11 +531,20 @@ func (s *Server) run(f func()) {
 	}
 }
 
+// worker runs f and then what it is handed, until it was handed nothing
+// for a whole workerIdle (it ends after one to two of them: its timer is
+// not reset per request, which cost a timer operation each).
 func (s *Server) worker(f func()) {
 	t := time.NewTimer(workerIdle)
 	defer t.Stop()
 	for {
 		f()
+		select {
+		case f = <-s.work:
+			continue
+		case <-t.C:
+		}
+		// A workerIdle passed with work done in it: wait one more.
 		t.Reset(workerIdle)
 		select {
 		case f = <-s.work:
