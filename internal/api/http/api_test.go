@@ -276,6 +276,17 @@ func TestStatusClusterMetrics(t *testing.T) {
 	if r.code != 200 || !strings.Contains(r.body, `cairn_http_requests_total{code="404",method="GET",route="v0_entity"} 1`) {
 		t.Fatalf("metrics: %d\n%s", r.code, r.body)
 	}
+	// Later requests count through the cached series.
+	do(t, h, "GET", "/v0/entity?id=x", nil, nil)
+	do(t, h, "PATCH", "/v0/entity?id=x", nil, nil)
+	r = do(t, h, "GET", "/metrics", nil, nil)
+	for _, want := range []string{`cairn_http_requests_total{code="404",method="GET",route="v0_entity"} 2`,
+		`cairn_http_requests_total{code="405",method="OTHER",route="v0_entity"} 1`,
+		`cairn_http_request_duration_seconds_count{method="GET",route="v0_entity"} 2`} {
+		if !strings.Contains(r.body, want) {
+			t.Fatalf("metrics lack %s:\n%s", want, r.body)
+		}
+	}
 	if r := do(t, h, "GET", "/debug/pprof/", nil, nil); r.code != 200 {
 		t.Fatalf("pprof: %d", r.code)
 	}

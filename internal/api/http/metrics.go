@@ -3,6 +3,7 @@ package httpapi
 import (
 	"errors"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -12,6 +13,20 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	duration *prometheus.HistogramVec
 	inflight prometheus.Gauge
+	// series caches the counter and histogram of each route, method and
+	// code (a bounded set), saving the vectors' label hashing and lookup
+	// on every request.
+	series sync.Map // seriesKey -> *series
+}
+
+type seriesKey struct {
+	route, method string
+	code          int
+}
+
+type series struct {
+	requests prometheus.Counter
+	duration prometheus.Observer
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -55,6 +70,15 @@ func (m *metrics) observe(route, method string, code int, d time.Duration) {
 	default:
 		method = "OTHER" // bounded label values whatever clients send
 	}
-	m.requests.WithLabelValues(route, method, strconv.Itoa(code)).Inc()
-	m.duration.WithLabelValues(route, method).Observe(d.Seconds())
+	k := seriesKey{route, method, code}
+	v, ok := m.series.Load(k)
+	if !ok {
+		v, _ = m.series.LoadOrStore(k, &series{
+			requests: m.requests.WithLabelValues(route, method, strconv.Itoa(code)),
+			duration: m.duration.WithLabelValues(route, method),
+		})
+	}
+	sr := v.(*series)
+	sr.requests.Inc()
+	sr.duration.Observe(d.Seconds())
 }
