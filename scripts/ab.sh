@@ -33,17 +33,6 @@ stop() {
 }
 trap stop EXIT INT TERM
 
-# cpu_ticks: user + system clock ticks of the running nodes.
-cpu_ticks() {
-  local sum=0 p
-  for p in "${PIDS[@]}"; do
-    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
-    set -- $(sed 's/.*) //' "/proc/$p/stat")
-    sum=$((sum + ${12} + ${13}))
-  done
-  echo "$sum"
-}
-
 # metric_sums: leader-applied writes and WAL fsyncs summed over the nodes.
 metric_sums() {
   local w=0 f=0 i v
@@ -69,10 +58,10 @@ for _ in $(seq 1 "$ROUNDS"); do
     dir="$OUT/$n-$(basename "$bin")"
     echo "== run $n: $bin"
     m0=$(metric_sums)
-    cpu0=$(cpu_ticks)
+    cpu0=$(cpu_ticks "${PIDS[@]}")
     "$BENCH" bench --target "$target" --out "$dir" "$@" 2>/dev/null |
       grep -E "throughput|  (50|99)%|errors" || true
-    cpu1=$(cpu_ticks)
+    cpu1=$(cpu_ticks "${PIDS[@]}")
     m1=$(metric_sums)
     ops=$(grep -m1 -o '"ops": *[0-9]*' "$dir/results.json" | grep -o '[0-9]*$')
     # CPU of the three nodes (user + system, warm-up included) per

@@ -70,16 +70,6 @@ done
 
 RES="$WORK/results"
 mkdir -p "$RES"
-# cpu_ticks PID…: user + system clock ticks of the processes.
-cpu_ticks() {
-  local sum=0 p
-  for p in "$@"; do
-    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
-    set -- $(sed 's/.*) //' "/proc/$p/stat")
-    sum=$((sum + ${12} + ${13}))
-  done
-  echo "$sum"
-}
 # run label target args…: one bench run; with SYSTEM_PIDS set, the CPU the
 # system's processes and the load generator used per operation goes to
 # $RES/cpu.tsv (the clock ticks of /proc, so the kernel's work in their

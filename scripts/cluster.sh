@@ -28,3 +28,15 @@ cairn_cluster_wait() {
   done
   return 1
 }
+
+# cpu_ticks PID…: user + system clock ticks the processes have used (the
+# kernel's work in their system calls included).
+cpu_ticks() {
+  local sum=0 p
+  for p in "$@"; do
+    # Fields 14 and 15 of /proc/PID/stat, counted after the command name.
+    set -- $(sed 's/.*) //' "/proc/$p/stat")
+    sum=$((sum + ${12} + ${13}))
+  done
+  echo "$sum"
+}
