@@ -33,10 +33,12 @@ func (r *Replica) dedupBucket(unixNano int64) uint64 {
 // read. A possible hit (a retry, or a false positive) reads the record
 // from Pebble, which stays the source of truth, so the filter changes no
 // answer. A write is checked against every live bucket (up to five) and
-// every segment of their filters, so the false positive rates add up: a
-// segment costs 16 bits per id (under 0.1 % false positives when full),
-// and a new bucket's filter starts at the size the bucket before it
-// reached, so a steady load fills one segment per bucket. The filter is
+// every segment of their filters, so the false positive rates add up
+// (and each false positive costs a Pebble read):
+// a segment costs 20 bits per id (about 0.03 % false positives when
+// full), the first holds 16384 ids, and a new bucket's filter starts at
+// the size the bucket before it reached, so a steady load fills one
+// segment per bucket. The filter is
 // rebuilt from the engine when the replica opens and after a snapshot.
 type dedupFilter struct {
 	buckets map[uint64]*bloom
@@ -121,9 +123,9 @@ type bloomSeg struct {
 }
 
 const (
-	bloomBitsPerKey = 16
+	bloomBitsPerKey = 20
 	bloomProbes     = 7
-	bloomFirstCap   = 4096
+	bloomFirstCap   = 16384
 )
 
 // count is the number of hashes added.
