@@ -176,7 +176,6 @@ func randValue(n int, seed int64) []byte {
 	return b
 }
 
-// fixedKey renders i as a decimal key of at least size bytes.
 // fixedKey is i in decimal, zero-padded to size digits (longer when i
 // needs more), as fmt's %0*d.
 func fixedKey(i uint64, size int) []byte {

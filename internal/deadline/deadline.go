@@ -23,10 +23,17 @@ type Windows struct {
 
 type window struct {
 	ctx context.Context
-	// cancel is never called before the deadline: the window's timer (or
-	// the parent) ends the context; it is kept to release it explicitly.
+	// cancel is never called: the window's timer (or the parent) ends the
+	// context and releases it. It is held, not discarded, because an
+	// operation may still be using ctx when the next window opens.
 	cancel context.CancelFunc
-	until  time.Time // hand ctx out before this
+	from   time.Time // ctx is handed out to operations starting in [from, from+width)
+}
+
+// serves reports whether an operation starting at now gets this window
+// (not one from before a clock that went back).
+func (cw *window) serves(now time.Time, width time.Duration) bool {
+	return cw != nil && !now.Before(cw.from) && now.Before(cw.from.Add(width))
 }
 
 // New returns windows of width over parent. A width of zero or more than
@@ -41,15 +48,15 @@ func New(parent context.Context, timeout, width time.Duration) *Windows {
 // Context returns a context whose deadline is Timeout to Timeout+Width
 // after now (the caller's current time).
 func (w *Windows) Context(now time.Time) context.Context {
-	if cw := w.cur.Load(); cw != nil && now.Before(cw.until) && !now.Before(cw.until.Add(-w.width)) {
+	if cw := w.cur.Load(); cw.serves(now, w.width) {
 		return cw.ctx
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if cw := w.cur.Load(); cw != nil && now.Before(cw.until) && !now.Before(cw.until.Add(-w.width)) {
+	if cw := w.cur.Load(); cw.serves(now, w.width) {
 		return cw.ctx
 	}
 	ctx, cancel := context.WithDeadline(w.parent, now.Add(w.timeout+w.width))
-	w.cur.Store(&window{ctx: ctx, cancel: cancel, until: now.Add(w.width)})
+	w.cur.Store(&window{ctx: ctx, cancel: cancel, from: now})
 	return ctx
 }

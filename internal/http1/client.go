@@ -98,14 +98,7 @@ func (c *Conn) Close() error {
 }
 
 // Failed reports whether the connection is no longer usable.
-func (c *Conn) Failed() bool {
-	select {
-	case <-c.failed:
-		return true
-	default:
-		return false
-	}
-}
+func (c *Conn) Failed() bool { return closed(c.failed) }
 
 func (c *Conn) fail(err error) {
 	c.once.Do(func() {

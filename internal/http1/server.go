@@ -641,9 +641,12 @@ func (c *conn) writeLoop(slots <-chan *slot, done chan<- struct{}) {
 	}
 }
 
-func (sl *slot) ready() bool {
+func (sl *slot) ready() bool { return closed(sl.done) }
+
+// closed reports, without waiting, whether ch is closed.
+func closed(ch <-chan struct{}) bool {
 	select {
-	case <-sl.done:
+	case <-ch:
 		return true
 	default:
 		return false
