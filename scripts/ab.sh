@@ -59,8 +59,9 @@ for _ in $(seq 1 "$ROUNDS"); do
     echo "== run $n: $bin"
     m0=$(metric_sums)
     cpu0=$(cpu_ticks "${PIDS[@]}")
-    "$BENCH" bench --target "$target" --out "$dir" "$@" 2>/dev/null |
-      grep -E "throughput|  (50|99)%|errors" || true
+    TIMEFORMAT='%U %S'
+    { time "$BENCH" bench --target "$target" --out "$dir" "$@" 2>/dev/null |
+      grep -E "throughput|  (50|99)%|errors"; } 2>"$dir.time" || true
     cpu1=$(cpu_ticks "${PIDS[@]}")
     m1=$(metric_sums)
     ops=$(grep -m1 -o '"ops": *[0-9]*' "$dir/results.json" | grep -o '[0-9]*$')
@@ -68,6 +69,8 @@ for _ in $(seq 1 "$ROUNDS"); do
     # measured operation: steadier than throughput on a saturated machine.
     awk -v t=$((cpu1 - cpu0)) -v hz="$(getconf CLK_TCK)" -v ops="$ops" \
       'BEGIN { if (ops > 0) printf "  nodes CPU: %.1f s, %.1f µs per op\n", t / hz, t / hz / ops * 1e6 }'
+    # The load generator's CPU (user + system) per measured operation.
+    awk -v ops="$ops" '{ if (ops > 0) printf "  load generator CPU: %.1f s, %.1f µs per op\n", $1 + $2, ($1 + $2) / ops * 1e6 }' "$dir.time"
     # Writes acknowledged by leaders per WAL fsync, over all three nodes.
     read -r w0 f0 <<<"$m0"
     read -r w1 f1 <<<"$m1"

@@ -93,6 +93,7 @@ type httpDriver struct {
 
 // link is one lazily dialed connection to one node.
 type link struct {
+	idx   int // in httpDriver.links
 	node  int
 	addr  string
 	depth int
@@ -126,7 +127,7 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 	d.byNode = make([][]*link, len(d.bases))
 	for i := 0; i < n; i++ {
 		j := i % len(d.bases)
-		l := &link{node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: max(c.Pipeline, 1)}
+		l := &link{idx: i, node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: max(c.Pipeline, 1)}
 		if c.HTTP2 {
 			tr := &http.Transport{
 				DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -173,6 +173,21 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 		go schedule(ctx, begin, cfg.Rate, due)
 	}
 	stopProgress := startProgress(rec, cfg, begin)
+	if hd, ok := d.(*httpDriver); ok && !hd.c.HTTP2 && due == nil {
+		// HTTP/1.1 in a closed loop: without a goroutine per client.
+		runLoops(ctx, hd, w, cfg, rec, take)
+	} else {
+		runClients(ctx, d, w, cfg, rec, take, due)
+	}
+	stopProgress()
+	elapsed := time.Since(rec.start)
+	all, per := rec.Results(elapsed)
+	return RunResult{Clients: cfg.Clients, Conns: cfg.Conns, Rate: cfg.Rate, Elapsed: elapsed.Seconds(), All: all, Operations: per}, nil
+}
+
+// runClients runs each client as a goroutine: the closed loop, or with
+// due the open loop.
+func runClients(ctx context.Context, d Driver, w Workload, cfg RunConfig, rec *Recorder, take func(time.Time) bool, due chan time.Time) {
 	// Operations share their deadlines' timers (one per 10 ms) rather
 	// than each making one: the load generator shares the machine.
 	deadlines := deadline.New(context.Background(), cfg.OpTimeout, 10*time.Millisecond)
@@ -202,10 +217,6 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 		}(c)
 	}
 	wg.Wait()
-	stopProgress()
-	elapsed := time.Since(rec.start)
-	all, per := rec.Results(elapsed)
-	return RunResult{Clients: cfg.Clients, Conns: cfg.Conns, Rate: cfg.Rate, Elapsed: elapsed.Seconds(), All: all, Operations: per}, nil
 }
 
 // schedule emits the due time of operation i, begin + i/rate.
