@@ -91,6 +91,10 @@ type applyBatch struct {
 	ov  map[string][]byte // the round's last write of each key; nil: deleted
 	// ranges deleted in this round (before any write in ov).
 	ranges [][2]string
+	// groups: the dedup groups of the entry being applied (shard, index)
+	// by bucket, set into ov when the next entry starts or at commit.
+	groups       map[uint64][]byte
+	shard, index uint64
 }
 
 func newApplyBatch(eng *storage.Engine) *applyBatch {
@@ -140,6 +144,7 @@ func (a *applyBatch) DeleteRange(start, end []byte) {
 // covers them are in ov and so come after it; a key deleted by a range
 // needs no point deletion of its own.
 func (a *applyBatch) commit() error {
+	a.setGroups()
 	b := a.eng.NewBatch()
 	for _, rg := range a.ranges {
 		b.DeleteRange([]byte(rg[0]), []byte(rg[1]))
@@ -160,6 +165,33 @@ func (a *applyBatch) commit() error {
 	return b.Commit(false)
 }
 
+// entry starts the dedup groups of the entry at index of shard, first
+// setting those of the previous entry, if it was another.
+func (a *applyBatch) entry(shard, index uint64) {
+	if a.shard != shard || a.index != index {
+		a.setGroups()
+		a.shard, a.index = shard, index
+	}
+}
+
+// setGroups writes the pending dedup groups into the round.
+func (a *applyBatch) setGroups() {
+	for bucket, g := range a.groups {
+		a.Set(storage.DedupKey(a.shard, bucket, a.index), g)
+	}
+	clear(a.groups)
+}
+
+// dropGroupsBelow drops the pending groups of buckets below limit (the
+// round's range deletion of those buckets must cover them too).
+func (a *applyBatch) dropGroupsBelow(limit uint64) {
+	for bucket := range a.groups {
+		if bucket < limit {
+			delete(a.groups, bucket)
+		}
+	}
+}
+
 // applyCommand executes one write deterministically against b. Its
 // version is index, the log index of its entry (an entry holds at most one
 // command per key).
@@ -167,11 +199,21 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	var idHash uint64
 	if len(cmd.RequestID) > 0 {
 		idHash = xxhash.Sum64(cmd.RequestID)
-		// The filter rules out (almost) every first attempt without a
-		// Pebble read; a possible hit reads the record itself.
-		var buf [4]uint64
-		for _, bucket := range r.mu.dedup.candidates(idHash, buf[:0]) {
-			if rec, err := b.Get(storage.DedupKey(r.id, bucket, cmd.RequestID)); err == nil {
+		b.entry(r.id, index)
+		// The index rules out every first attempt without a Pebble read
+		// (but for a hash shared with another id); a retry reads its
+		// group.
+		var buf [4]dedupRef
+		for _, ref := range r.mu.dedup.candidates(idHash, buf[:0]) {
+			var g []byte
+			if ref.index == index {
+				g = b.groups[ref.bucket]
+			} else if v, err := b.Get(storage.DedupKey(r.id, ref.bucket, ref.index)); err == nil {
+				g = v
+			} else if !errors.Is(err, storage.ErrNotFound) {
+				panic("replica: apply read: " + err.Error())
+			}
+			if rec, ok := findDedupRecord(g, cmd.RequestID); ok {
 				var res wire.Result
 				if res.Unmarshal(rec) == nil {
 					return Result{Result: res, Index: index}
@@ -228,8 +270,12 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	r.mu.versions.put(cmd.Key, curVersion)
 	if len(cmd.RequestID) > 0 {
 		bucket := r.dedupBucket(cmd.UnixNano)
-		b.Set(storage.DedupKey(r.id, bucket, cmd.RequestID), res.Marshal())
-		r.mu.dedup.add(bucket, idHash)
+		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, res.Marshal())
+		if b.groups == nil {
+			b.groups = map[uint64][]byte{}
+		}
+		b.groups[bucket] = g
+		r.mu.dedup.add(bucket, idHash, index)
 		r.pruneDedup(b, cmd.UnixNano)
 	}
 	answer := res
@@ -247,6 +293,7 @@ func (r *Replica) pruneDedup(b *applyBatch, t int64) {
 		return
 	}
 	b.DeleteRange(storage.DedupBucketStart(r.id, 0), storage.DedupBucketStart(r.id, limit))
+	b.dropGroupsBelow(limit)
 	r.mu.dedupFloor = limit
 	r.mu.dedup.dropBelow(limit)
 }

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand"
 	"sync"
@@ -127,17 +128,87 @@ func TestBloomHasNoFalseNegatives(t *testing.T) {
 	t.Logf("%d segments, %d false positives in 100000", len(b.segs), fp)
 }
 
-func TestDedupFilterDropsWholeBuckets(t *testing.T) {
-	var d dedupFilter
+// A new bucket's filter starts at the size its predecessor reached, so a
+// steady load keeps one segment per bucket (each segment adds its false
+// positives to every lookup); the maps behind the filters make the index
+// exact.
+func TestDedupIndexSizesNewBucketFromLast(t *testing.T) {
+	var d dedupIndex
+	rng := rand.New(rand.NewSource(5))
+	for i := 0; i < 50000; i++ {
+		d.add(1, rng.Uint64(), uint64(i))
+	}
+	if n := len(d.buckets[1].filter.segs); n < 2 {
+		t.Fatalf("first bucket has %d segments; want growth from %d", n, bloomFirstCap)
+	}
+	for i := 0; i < 50000; i++ {
+		d.add(2, rng.Uint64(), uint64(i))
+	}
+	if n := len(d.buckets[2].filter.segs); n != 1 {
+		t.Fatalf("second bucket has %d segments, want 1", n)
+	}
+	fp, found := 0, 0
+	for i := 0; i < 100000; i++ {
+		h := rng.Uint64()
+		for _, b := range d.order {
+			if d.buckets[b].filter.mayHave(h) {
+				fp++
+			}
+		}
+		found += len(d.candidates(h, nil))
+	}
+	if fp > 250 || found != 0 {
+		t.Fatalf("%d filter passes and %d candidates in 100000 lookups of absent ids over two buckets", fp, found)
+	}
+	t.Logf("%d filter passes in 100000 lookups", fp)
+}
+
+// Pairs in sorted runs and in the unsorted tail are all found, with
+// their entry index, and a group is named once however many of its ids
+// share a hash.
+func TestDedupIndexFindsRunsAndTail(t *testing.T) {
+	var d dedupIndex
+	rng := rand.New(rand.NewSource(9))
+	n := 2*dedupRun + 1000
+	hashes := make([]uint64, n)
+	for i := range hashes {
+		hashes[i] = rng.Uint64()
+		d.add(4, hashes[i], uint64(i/7)) // seven ids per group
+	}
+	if bi := d.buckets[4]; len(bi.runs) != 2 || len(bi.tail) != 1000 {
+		t.Fatalf("%d runs and %d in the tail", len(bi.runs), len(bi.tail))
+	}
+	for i, h := range hashes {
+		if got := d.candidates(h, nil); len(got) != 1 || got[0] != (dedupRef{4, uint64(i / 7)}) {
+			t.Fatalf("hash %d: %v", i, got)
+		}
+	}
+	// One hash in groups on both sides of a run's end.
+	h := hashes[0]
+	for i := 0; i < dedupRun; i++ {
+		d.add(5, h, uint64(1000+i/(dedupRun-2)))
+	}
+	d.add(5, h, 1001)
+	if got := d.candidates(h, nil); len(got) != 3 || got[0] != (dedupRef{4, 0}) || got[1] != (dedupRef{5, 1000}) || got[2] != (dedupRef{5, 1001}) {
+		t.Fatalf("candidates %v", got)
+	}
+}
+
+func TestDedupIndexDropsWholeBuckets(t *testing.T) {
+	var d dedupIndex
 	id := xxhash.Sum64String("retry")
-	d.add(5, id)
-	d.add(9, id)
-	d.add(7, xxhash.Sum64String("other"))
-	if got := d.candidates(id, nil); len(got) != 2 || got[0] != 5 || got[1] != 9 {
-		t.Fatalf("candidates %v, want [5 9]", got)
+	d.add(5, id, 50)
+	d.add(9, id, 90)
+	d.add(7, xxhash.Sum64String("other"), 70)
+	want := []dedupRef{{5, 50}, {9, 90}}
+	if got := d.candidates(id, nil); len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Fatalf("candidates %v, want %v", got, want)
+	}
+	if got := d.candidates(xxhash.Sum64String("absent"), nil); len(got) != 0 {
+		t.Fatalf("candidates of an absent id: %v", got)
 	}
 	d.dropBelow(8)
-	if got := d.candidates(id, nil); len(got) != 1 || got[0] != 9 {
+	if got := d.candidates(id, nil); len(got) != 1 || got[0] != want[1] {
 		t.Fatalf("after dropping buckets below 8: %v", got)
 	}
 	if len(d.order) != 1 || len(d.buckets) != 1 {
@@ -145,32 +216,31 @@ func TestDedupFilterDropsWholeBuckets(t *testing.T) {
 	}
 }
 
-// A new bucket's filter starts at the size its predecessor reached, so a
-// steady load keeps one segment per bucket (each segment adds its false
-// positives to every lookup).
-func TestDedupFilterSizesNewBucketFromLast(t *testing.T) {
-	var d dedupFilter
-	rng := rand.New(rand.NewSource(5))
-	for i := 0; i < 50000; i++ {
-		d.add(1, rng.Uint64())
+// Two ids of one hash in one bucket: both groups are candidates, and the
+// group's records tell the ids apart.
+func TestDedupIndexKeepsCollidingHashes(t *testing.T) {
+	var d dedupIndex
+	d.add(3, 42, 10)
+	d.add(3, 42, 11)
+	d.add(3, 42, 11) // a second id of the hash in the same group
+	if got := d.candidates(42, nil); len(got) != 2 || got[0] != (dedupRef{3, 10}) || got[1] != (dedupRef{3, 11}) {
+		t.Fatalf("candidates %v", got)
 	}
-	if n := len(d.buckets[1].segs); n < 2 {
-		t.Fatalf("first bucket has %d segments; want growth from %d", n, bloomFirstCap)
+	var g []byte
+	g = appendDedupRecord(g, []byte("id-a"), []byte("result a"))
+	g = appendDedupRecord(g, []byte(""), []byte("empty id"))
+	g = appendDedupRecord(g, []byte("id-b"), nil)
+	for id, want := range map[string]string{"id-a": "result a", "": "empty id", "id-b": ""} {
+		if res, ok := findDedupRecord(g, []byte(id)); !ok || string(res) != want {
+			t.Fatalf("%q: %q %v, want %q", id, res, ok, want)
+		}
 	}
-	for i := 0; i < 50000; i++ {
-		d.add(2, rng.Uint64())
+	if _, ok := findDedupRecord(g, []byte("id-c")); ok {
+		t.Fatal("found an id the group does not hold")
 	}
-	if n := len(d.buckets[2].segs); n != 1 {
-		t.Fatalf("second bucket has %d segments, want 1", n)
+	if err := eachDedupRecord(g[:len(g)-3], func(_, _ []byte) bool { return true }); !errors.Is(err, storage.ErrCorrupt) {
+		t.Fatalf("a cut group: %v", err)
 	}
-	fp := 0
-	for i := 0; i < 100000; i++ {
-		fp += len(d.candidates(rng.Uint64(), nil))
-	}
-	if fp > 250 {
-		t.Fatalf("%d false candidates in 100000 lookups over two buckets", fp)
-	}
-	t.Logf("%d false candidates in 100000 lookups", fp)
 }
 
 // The version cache holds at most max keys and drops the one it took in

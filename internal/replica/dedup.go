@@ -1,6 +1,11 @@
 package replica
 
 import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/cairn-db/cairn/internal/storage"
@@ -10,12 +15,16 @@ import (
 // The dedup table remembers the result of every write by request id, so a
 // retried write applies at most once. Its records live in Pebble (they are
 // replicated state, in snapshots) under the time bucket of the write's
-// proposer clock (Command.UnixNano): a record is one key, and a whole
-// bucket is dropped with one range deletion once every record in it is
-// older than DedupTTL — a rule on the log, so every replica drops the same
-// records at the same entry. A bucket spans a quarter of DedupTTL (30 s of
-// the default 2 minutes), so a record lives between DedupTTL and 1.25
-// times it; DedupTTL must be the same on every node.
+// proposer clock (Command.UnixNano), a group per entry and bucket: one
+// key holds the records of all the entry's commands of that bucket, so a
+// write adds some 28 bytes to a key shared with the others of its entry
+// instead of a key of its own (which Pebble inserts, flushes and compacts
+// over and over while it lives). A whole bucket is dropped with one range
+// deletion once every record in it is older than DedupTTL — a rule on
+// the log, so every replica drops the same records at the same entry. A
+// bucket spans a quarter of DedupTTL (30 s of the default 2 minutes), so
+// a record lives between DedupTTL and 1.25 times it; DedupTTL must be the
+// same on every node.
 const dedupBucketsPerTTL = 4
 
 // dedupBucket is the bucket of a proposer time.
@@ -27,79 +36,181 @@ func (r *Replica) dedupBucket(unixNano int64) uint64 {
 	return uint64(unixNano / width)
 }
 
-// dedupFilter holds, per live bucket of a replica's dedup table, a Bloom
-// filter of the request ids recorded there. Nearly every write is a first
-// attempt whose id has no record: the filters say so without a Pebble
-// read. A possible hit (a retry, or a false positive) reads the record
-// from Pebble, which stays the source of truth, so the filter changes no
-// answer. A write is checked against every live bucket (up to five) and
-// every segment of their filters, so the false positive rates add up
-// (and each false positive costs a Pebble read):
-// a segment costs 20 bits per id (about 0.03 % false positives when
-// full), the first holds 16384 ids, and a new bucket's filter starts at
-// the size the bucket before it reached, so a steady load fills one
-// segment per bucket. The filter is
-// rebuilt from the engine when the replica opens and after a snapshot.
-type dedupFilter struct {
-	buckets map[uint64]*bloom
+// A group's value is its records back to back, each the request id and
+// the result, both length-prefixed (uvarint).
+func appendDedupRecord(g, reqID, result []byte) []byte {
+	g = binary.AppendUvarint(g, uint64(len(reqID)))
+	g = append(g, reqID...)
+	g = binary.AppendUvarint(g, uint64(len(result)))
+	return append(g, result...)
+}
+
+// eachDedupRecord calls f with each record of group g, in order, until f
+// returns false.
+func eachDedupRecord(g []byte, f func(reqID, result []byte) bool) error {
+	for len(g) > 0 {
+		var id, res []byte
+		var ok bool
+		if id, g, ok = cutUvarintBytes(g); !ok {
+			return fmt.Errorf("%w: dedup group", storage.ErrCorrupt)
+		}
+		if res, g, ok = cutUvarintBytes(g); !ok {
+			return fmt.Errorf("%w: dedup group", storage.ErrCorrupt)
+		}
+		if !f(id, res) {
+			return nil
+		}
+	}
+	return nil
+}
+
+func cutUvarintBytes(b []byte) (field, rest []byte, ok bool) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)-w) {
+		return nil, nil, false
+	}
+	return b[w : w+int(n)], b[w+int(n):], true
+}
+
+// findDedupRecord returns the result recorded for reqID in group g.
+func findDedupRecord(g, reqID []byte) (result []byte, found bool) {
+	_ = eachDedupRecord(g, func(id, res []byte) bool {
+		if bytes.Equal(id, reqID) {
+			result, found = res, true
+		}
+		return !found
+	})
+	return result, found
+}
+
+// dedupIndex tells, for a request id's hash, which groups hold a record
+// of it. Per live bucket it keeps a Bloom filter of the hashes and every
+// (hash, entry index) pair: the newest up to dedupRun of them as they
+// came, the others in runs of dedupRun sorted by hash. A write checks
+// every live bucket (up to five): nearly always the filter rules it out;
+// otherwise a binary search of each run and a scan of the newest pairs
+// find the groups with the hash, and only those are read from Pebble —
+// for a retry, or (once in 2^64) another id of the same hash, which the
+// group's records tell apart. It is exact, at 16 bytes and 20 bits of
+// memory per live record (a map would take more than twice that, and an
+// insert into a large map misses the cache); it is rebuilt from the engine
+// when the replica opens and after a snapshot.
+type dedupIndex struct {
+	buckets map[uint64]*dedupBucketIndex
 	// order lists the live buckets in ascending order.
 	order []uint64
 }
 
-// load replaces the filter with the shard's records in eng.
-func (d *dedupFilter) load(eng *storage.Engine, shardID uint64) error {
-	*d = dedupFilter{}
+type dedupBucketIndex struct {
+	filter bloom
+	tail   []dedupPair   // the newest pairs, in the order they came
+	runs   [][]dedupPair // full runs, each sorted by hash, then index
+	n      int
+}
+
+type dedupPair struct{ hash, index uint64 }
+
+// dedupRun is the length of a sorted run of pairs.
+const dedupRun = 1 << 15
+
+// dedupRef names a group: the entry index within a bucket.
+type dedupRef struct{ bucket, index uint64 }
+
+// load replaces the index with the shard's groups in eng.
+func (d *dedupIndex) load(eng *storage.Engine, shardID uint64) error {
+	*d = dedupIndex{}
 	p := storage.DedupPrefix(shardID)
 	it, err := eng.NewIter(p, storage.PrefixEnd(p))
 	if err != nil {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
-		bucket, id, err := storage.DecodeDedupKey(it.Key())
+		bucket, index, err := storage.DecodeDedupKey(it.Key())
 		if err != nil {
-			continue
+			it.Close()
+			return err
 		}
-		d.add(bucket, xxhash.Sum64(id))
+		err = eachDedupRecord(it.Value(), func(id, _ []byte) bool {
+			d.add(bucket, xxhash.Sum64(id), index)
+			return true
+		})
+		if err != nil {
+			it.Close()
+			return err
+		}
 	}
 	return it.Close()
 }
 
-// candidates appends to out the buckets that may hold a record of the id
-// with hash h.
-func (d *dedupFilter) candidates(h uint64, out []uint64) []uint64 {
+// candidates appends to out the groups that may hold a record of the id
+// with hash h, oldest bucket first, each once.
+func (d *dedupIndex) candidates(h uint64, out []dedupRef) []dedupRef {
+	found := func(b, index uint64) {
+		if n := len(out); n == 0 || out[n-1] != (dedupRef{b, index}) {
+			out = append(out, dedupRef{b, index})
+		}
+	}
 	for _, b := range d.order {
-		if d.buckets[b].mayHave(h) {
-			out = append(out, b)
+		bi := d.buckets[b]
+		if !bi.filter.mayHave(h) {
+			continue
+		}
+		for _, run := range bi.runs {
+			i := sort.Search(len(run), func(i int) bool { return run[i].hash >= h })
+			for ; i < len(run) && run[i].hash == h; i++ {
+				found(b, run[i].index)
+			}
+		}
+		for _, p := range bi.tail {
+			if p.hash == h {
+				found(b, p.index)
+			}
 		}
 	}
 	return out
 }
 
-// add notes a record of the id with hash h in bucket.
-func (d *dedupFilter) add(bucket, h uint64) {
-	f := d.buckets[bucket]
-	if f == nil {
+// add notes a record of the id with hash h in the group of bucket and
+// entry index. Groups come in index order.
+func (d *dedupIndex) add(bucket, h, index uint64) {
+	bi := d.buckets[bucket]
+	if bi == nil {
 		if d.buckets == nil {
-			d.buckets = map[uint64]*bloom{}
+			d.buckets = map[uint64]*dedupBucketIndex{}
 		}
-		// Buckets span equal times: the latest one's count is the
-		// best guess of this one's.
+		// Buckets span equal times: the latest one's size is the best
+		// guess of this one's.
 		hint := 0
 		if n := len(d.order); n > 0 {
-			hint = d.buckets[d.order[n-1]].count()
+			hint = d.buckets[d.order[n-1]].n
 		}
-		f = &bloom{firstCap: hint}
-		d.buckets[bucket] = f
+		bi = &dedupBucketIndex{filter: bloom{firstCap: hint}}
+		d.buckets[bucket] = bi
 		i := sort.Search(len(d.order), func(i int) bool { return d.order[i] > bucket })
 		d.order = append(d.order, 0)
 		copy(d.order[i+1:], d.order[i:])
 		d.order[i] = bucket
 	}
-	f.add(h)
+	bi.filter.add(h)
+	if bi.tail == nil {
+		bi.tail = make([]dedupPair, 0, dedupRun)
+	}
+	bi.tail = append(bi.tail, dedupPair{h, index})
+	bi.n++
+	if len(bi.tail) == dedupRun {
+		slices.SortFunc(bi.tail, func(a, b dedupPair) int {
+			if c := cmp.Compare(a.hash, b.hash); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.index, b.index)
+		})
+		bi.runs = append(bi.runs, bi.tail)
+		bi.tail = nil
+	}
 }
 
 // dropBelow forgets the buckets below limit.
-func (d *dedupFilter) dropBelow(limit uint64) {
+func (d *dedupIndex) dropBelow(limit uint64) {
 	n := 0
 	for n < len(d.order) && d.order[n] < limit {
 		delete(d.buckets, d.order[n])
@@ -110,7 +221,13 @@ func (d *dedupFilter) dropBelow(limit uint64) {
 
 // bloom is a growing blocked Bloom filter: segments of 512-bit blocks,
 // each new segment twice the capacity of the last, so it needs no size
-// up front. One lookup reads one cache line per segment.
+// up front. One lookup reads one cache line per segment. A write is
+// checked against every live bucket's filter and every segment of it, so
+// the false positive rates add up (each costs a map lookup): a segment
+// costs 20 bits per id (about 0.03 % false positives when full), the
+// first holds 16384 ids, and a new bucket's filter starts at the size the
+// bucket before it reached, so a steady load fills one segment per
+// bucket.
 type bloom struct {
 	segs []bloomSeg
 	// firstCap is the first segment's capacity (at least bloomFirstCap).

@@ -148,7 +148,7 @@ type Replica struct {
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
-		dedup              dedupFilter
+		dedup              dedupIndex
 		// dedupFloor: dedup buckets below it are deleted (pruneDedup).
 		dedupFloor uint64
 		versions   versionCache
@@ -216,7 +216,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	return r, nil
 }
 
-// dropLegacyDedup deletes dedup records of the earlier layout, if any (a
+// dropLegacyDedup deletes dedup records of earlier layouts, if any (a
 // data dir written by an older Cairn; they only served retries within two
 // minutes of their write).
 func dropLegacyDedup(eng *storage.Engine, shardID uint64) error {

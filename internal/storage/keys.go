@@ -19,10 +19,11 @@ const (
 	suffixApplied   = 'a'
 	suffixTruncated = 't'
 	suffixLog       = 'l'
-	suffixDedup     = 'd'
-	// An earlier layout of the dedup table (see LegacyDedupPrefixes).
-	suffixLegacyDedup    = 'q'
-	suffixLegacyDedupAge = 'Q'
+	suffixDedup     = 'g'
+	// Earlier layouts of the dedup table (see LegacyDedupPrefixes).
+	suffixLegacyDedupRecord = 'd'
+	suffixLegacyDedup       = 'q'
+	suffixLegacyDedupAge    = 'Q'
 )
 
 // ErrCorrupt is returned when stored bytes cannot be decoded.
@@ -62,15 +63,16 @@ func LogIndex(key []byte) (uint64, error) {
 	return binary.BigEndian.Uint64(key[10:]), nil
 }
 
-// DedupKey is the key of a shard's dedup record for a request id, in the
-// time bucket that ages it: records are dropped a bucket at a time.
-func DedupKey(shard, bucket uint64, reqID []byte) []byte {
-	k := localKey(shard, suffixDedup, 8+len(reqID))
+// DedupKey is the key of a shard's dedup group: the records of the
+// commands of the entry at index whose proposer time fell in bucket.
+// Groups sort by bucket, so records are dropped a bucket at a time.
+func DedupKey(shard, bucket, index uint64) []byte {
+	k := localKey(shard, suffixDedup, 16)
 	k = binary.BigEndian.AppendUint64(k, bucket)
-	return append(k, reqID...)
+	return binary.BigEndian.AppendUint64(k, index)
 }
 
-// DedupBucketStart is the smallest dedup key of a bucket: the records of
+// DedupBucketStart is the smallest dedup key of a bucket: the groups of
 // buckets [a, b) are [DedupBucketStart(a), DedupBucketStart(b)).
 func DedupBucketStart(shard, bucket uint64) []byte {
 	return binary.BigEndian.AppendUint64(localKey(shard, suffixDedup, 8), bucket)
@@ -79,18 +81,19 @@ func DedupBucketStart(shard, bucket uint64) []byte {
 // DedupPrefix bounds all dedup keys of a shard: [DedupPrefix, PrefixEnd(DedupPrefix)).
 func DedupPrefix(shard uint64) []byte { return localKey(shard, suffixDedup, 0) }
 
-// DecodeDedupKey returns the bucket and request id of a DedupKey.
-func DecodeDedupKey(key []byte) (bucket uint64, reqID []byte, err error) {
-	if len(key) < 18 || key[0] != prefixLocal || key[9] != suffixDedup {
-		return 0, nil, fmt.Errorf("%w: dedup key %x", ErrCorrupt, key)
+// DecodeDedupKey returns the bucket and entry index of a DedupKey.
+func DecodeDedupKey(key []byte) (bucket, index uint64, err error) {
+	if len(key) != 26 || key[0] != prefixLocal || key[9] != suffixDedup {
+		return 0, 0, fmt.Errorf("%w: dedup key %x", ErrCorrupt, key)
 	}
-	return binary.BigEndian.Uint64(key[10:18]), key[18:], nil
+	return binary.BigEndian.Uint64(key[10:18]), binary.BigEndian.Uint64(key[18:]), nil
 }
 
-// LegacyDedupPrefixes bound the dedup records of an earlier layout (one
-// record per id and an age index), which replicas drop when they open.
+// LegacyDedupPrefixes bound the dedup records of earlier layouts (one
+// record per id in a time bucket; before that, one per id and an age
+// index), which replicas drop when they open.
 func LegacyDedupPrefixes(shard uint64) [][]byte {
-	return [][]byte{localKey(shard, suffixLegacyDedup, 0), localKey(shard, suffixLegacyDedupAge, 0)}
+	return [][]byte{localKey(shard, suffixLegacyDedupRecord, 0), localKey(shard, suffixLegacyDedup, 0), localKey(shard, suffixLegacyDedupAge, 0)}
 }
 
 // ShardLocalSpan returns [start, end) covering every local key of a shard.

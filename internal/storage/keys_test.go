@@ -31,7 +31,7 @@ func TestLogKeysSortByIndex(t *testing.T) {
 func TestShardLocalSpansDisjoint(t *testing.T) {
 	s1, e1 := ShardLocalSpan(1)
 	s2, _ := ShardLocalSpan(2)
-	for _, k := range [][]byte{HardStateKey(1), LogKey(1, math.MaxUint64), DedupKey(1, math.MaxUint64, []byte{0xff, 0xff}), LegacyDedupPrefixes(1)[0], LegacyDedupPrefixes(1)[1]} {
+	for _, k := range [][]byte{HardStateKey(1), LogKey(1, math.MaxUint64), DedupKey(1, math.MaxUint64, math.MaxUint64), LegacyDedupPrefixes(1)[0], LegacyDedupPrefixes(1)[1], LegacyDedupPrefixes(1)[2]} {
 		if bytes.Compare(k, s1) < 0 || bytes.Compare(k, e1) >= 0 {
 			t.Fatalf("key %x outside shard 1 span", k)
 		}
@@ -42,24 +42,31 @@ func TestShardLocalSpansDisjoint(t *testing.T) {
 }
 
 func TestDedupKeysSortByBucket(t *testing.T) {
-	// A bucket's records lie between its start and the next bucket's, so
+	// A bucket's groups lie between its start and the next bucket's, so
 	// a range deletion of [start(0), start(b)) drops buckets below b only.
-	for _, id := range [][]byte{nil, {0}, {0xff, 0xff, 0xff}} {
-		k := DedupKey(3, 7, id)
+	for _, index := range []uint64{0, 1, math.MaxUint64} {
+		k := DedupKey(3, 7, index)
 		if bytes.Compare(k, DedupBucketStart(3, 7)) < 0 || bytes.Compare(k, DedupBucketStart(3, 8)) >= 0 {
-			t.Fatalf("record %x of bucket 7 outside its bucket's range", k)
+			t.Fatalf("group %x of bucket 7 outside its bucket's range", k)
 		}
 		b, got, err := DecodeDedupKey(k)
-		if err != nil || b != 7 || !bytes.Equal(got, id) {
-			t.Fatalf("decode %x: %d %x %v", k, b, got, err)
+		if err != nil || b != 7 || got != index {
+			t.Fatalf("decode %x: %d %d %v", k, b, got, err)
 		}
 	}
 	p := DedupPrefix(3)
-	if k := DedupKey(3, math.MaxUint64, []byte{0xff}); bytes.Compare(k, PrefixEnd(p)) >= 0 {
+	if k := DedupKey(3, math.MaxUint64, math.MaxUint64); bytes.Compare(k, PrefixEnd(p)) >= 0 {
 		t.Fatal("last bucket outside the dedup prefix")
 	}
-	if _, _, err := DecodeDedupKey(LogKey(3, 1)); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("log key decoded as dedup key: %v", err)
+	for _, k := range [][]byte{LogKey(3, 1), DedupBucketStart(3, 1), LegacyDedupPrefixes(3)[0]} {
+		if _, _, err := DecodeDedupKey(k); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%x decoded as dedup key: %v", k, err)
+		}
+	}
+	for _, l := range LegacyDedupPrefixes(3) {
+		if bytes.HasPrefix(DedupKey(3, 1, 1), l) {
+			t.Fatalf("dedup key under legacy prefix %x", l)
+		}
 	}
 }
 
