@@ -185,6 +185,12 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		}
 		status = resp.Status
 	}
+	return statusError(status)
+}
+
+// statusError is the error of an answer's status: nil for success,
+// ErrNotFound for 404, else a StatusError.
+func statusError(status int) error {
 	switch {
 	case status < 300:
 		return nil

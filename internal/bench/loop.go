@@ -29,7 +29,6 @@ import (
 
 // loopClient is one closed-loop client.
 type loopClient struct {
-	id       int
 	rng      *rand.Rand
 	conn     int // its connection number, as the goroutine runner's
 	op       Op
@@ -39,9 +38,8 @@ type loopClient struct {
 
 // loopConn is one connection of the loop with its pending requests.
 type loopConn struct {
-	run   *loopRun
-	l     *link
-	depth int
+	run *loopRun
+	l   *link
 
 	mu    sync.Mutex
 	nc    net.Conn      // nil: to dial
@@ -72,7 +70,7 @@ func runLoops(ctx context.Context, d *httpDriver, w Workload, cfg RunConfig, rec
 	r := &loopRun{ctx: ctx, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
 		idle: make(chan struct{}), stop: make(chan struct{})}
 	for _, l := range d.links {
-		r.conns = append(r.conns, &loopConn{run: r, l: l, depth: l.depth, wake: make(chan struct{}, 1)})
+		r.conns = append(r.conns, &loopConn{run: r, l: l, wake: make(chan struct{}, 1)})
 	}
 	var wg sync.WaitGroup
 	for _, lc := range r.conns {
@@ -83,7 +81,7 @@ func runLoops(ctx context.Context, d *httpDriver, w Workload, cfg RunConfig, rec
 	go func() { defer wg.Done(); r.watchdog() }()
 	r.active.Store(int64(cfg.Clients))
 	for c := 0; c < cfg.Clients; c++ {
-		cl := &loopClient{id: c, rng: rand.New(rand.NewSource(cfg.Seed + int64(c)*7919 + 1)), conn: c % cfg.Conns}
+		cl := &loopClient{rng: rand.New(rand.NewSource(cfg.Seed + int64(c)*7919 + 1)), conn: c % cfg.Conns}
 		r.issue(cl, nil)
 	}
 	<-r.idle
@@ -131,7 +129,7 @@ func (c *loopClient) key() []byte {
 func (r *loopRun) send(c *loopClient, dt *dirty) {
 	lc := r.conns[r.d.link(c.conn, c.key()).idx]
 	lc.mu.Lock()
-	if len(lc.sent) >= lc.depth {
+	if len(lc.sent) >= lc.l.depth {
 		lc.wait = append(lc.wait, c)
 		lc.mu.Unlock()
 		return
@@ -159,10 +157,7 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 	}
 	lc.sent = append(lc.sent, c)
 	method, body := http.MethodGet, []byte(nil)
-	switch {
-	case c.op.Kind == KindPut, c.op.Kind == KindRMW && c.step == 1:
-		method, body = http.MethodPut, c.op.Value
-	case c.op.Kind == KindEntityPut:
+	if c.op.Kind == KindPut || c.op.Kind == KindEntityPut || c.op.Kind == KindRMW && c.step == 1 {
 		method, body = http.MethodPut, c.op.Value
 	}
 	b := append(lc.out, method...)
@@ -192,7 +187,7 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 func appendPathEscape(b, s []byte) []byte {
 	const hex = "0123456789ABCDEF"
 	for _, c := range s {
-		if 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~' {
+		if http1.Unreserved(c) {
 			b = append(b, c)
 		} else {
 			b = append(b, '%', hex[c>>4], hex[c&15])
@@ -203,14 +198,7 @@ func appendPathEscape(b, s []byte) []byte {
 
 // answered advances the client whose request got status at end.
 func (r *loopRun) answered(c *loopClient, status int, end time.Time, dt *dirty) {
-	var err error
-	switch {
-	case status < 300:
-	case status == http.StatusNotFound:
-		err = ErrNotFound
-	default:
-		err = &StatusError{Code: status}
-	}
+	err := statusError(status)
 	// A scan's and a read-modify-write's reads go on past an absent key.
 	more := err == nil || err == ErrNotFound
 	switch c.op.Kind {
@@ -246,10 +234,17 @@ func (lc *loopConn) fail(nc net.Conn, err error) {
 	}
 	nc.Close()
 	lc.nc = nil
-	victims := append(lc.sent, lc.wait...)
-	lc.sent, lc.wait, lc.out = nil, nil, lc.out[:0]
+	victims := lc.takeAllLocked()
 	lc.mu.Unlock()
 	lc.failClients(victims, err)
+}
+
+// takeAllLocked empties the connection of its requests and returns
+// their clients.
+func (lc *loopConn) takeAllLocked() []*loopClient {
+	victims := append(lc.sent, lc.wait...)
+	lc.sent, lc.wait, lc.out = nil, nil, lc.out[:0]
+	return victims
 }
 
 func (lc *loopConn) failClients(victims []*loopClient, err error) {
@@ -277,8 +272,7 @@ func (lc *loopConn) writeLoop() {
 			var err error
 			if nc, err = lc.dial(); err != nil {
 				lc.mu.Lock()
-				victims := append(lc.sent, lc.wait...)
-				lc.sent, lc.wait, lc.out = nil, nil, lc.out[:0]
+				victims := lc.takeAllLocked()
 				lc.mu.Unlock()
 				lc.failClients(victims, err)
 				// Not at once again: its clients would only spin.

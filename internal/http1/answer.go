@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 )
 
 // ReadStatus reads one final answer from br (skipping interim 1xx ones)
@@ -24,11 +23,10 @@ func ReadStatus(br *bufio.Reader) (status int, last bool, err error) {
 		if err != nil {
 			return 0, false, err
 		}
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-			return 0, false, fmt.Errorf("malformed status line %q", truncate(line))
+		if status, err = parseStatusLine(line); err != nil {
+			return 0, false, err
 		}
-		status, err = strconv.Atoi(string(line[9:12]))
-		if err != nil || status < 100 {
+		if status < 100 {
 			return 0, false, fmt.Errorf("malformed status line %q", truncate(line))
 		}
 		minor := int(line[7] - '0')

@@ -257,6 +257,19 @@ func (c *Conn) drain() {
 // errLastAnswer: the answer was delimited by the end of the connection.
 var errLastAnswer = errors.New("http1: answer ends the connection")
 
+// parseStatusLine returns the status code of a status line
+// ("HTTP/1.1 200 OK").
+func parseStatusLine(line []byte) (int, error) {
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
+		return 0, fmt.Errorf("malformed status line %q", truncate(line))
+	}
+	status, err := strconv.Atoi(string(line[9:12]))
+	if err != nil {
+		return 0, fmt.Errorf("malformed status line %q", truncate(line))
+	}
+	return status, nil
+}
+
 // readResponse reads one final answer (skipping interim 1xx ones).
 func readResponse(br *bufio.Reader, cl *call) error {
 	for {
@@ -265,13 +278,9 @@ func readResponse(br *bufio.Reader, cl *call) error {
 		if err != nil {
 			return err
 		}
-		// HTTP/1.1 200 OK
-		if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.")) || line[8] != ' ' {
-			return fmt.Errorf("malformed status line %q", truncate(line))
-		}
-		status, err := strconv.Atoi(string(line[9:12]))
+		status, err := parseStatusLine(line)
 		if err != nil {
-			return fmt.Errorf("malformed status line %q", truncate(line))
+			return err
 		}
 		h := make(http.Header, 8)
 		if err := lr.readHeader(h); err != nil {

@@ -462,14 +462,17 @@ func plainPath(t []byte) bool {
 		return false
 	}
 	for _, c := range t {
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '/' || c == '-' || c == '.' || c == '_' || c == '~':
-		default:
+		if c != '/' && !Unreserved(c) {
 			return false
 		}
 	}
 	return true
+}
+
+// Unreserved reports whether c is one of RFC 3986's unreserved characters
+// (§2.3), which a URI carries as they are.
+func Unreserved(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '.' || c == '_' || c == '~'
 }
 
 // Body is a request body read whole. Bytes gives it without a copy (for

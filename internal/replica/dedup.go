@@ -105,7 +105,6 @@ type dedupBucketIndex struct {
 	filter bloom
 	tail   []dedupPair   // the newest pairs, in the order they came
 	runs   [][]dedupPair // full runs, each sorted by hash, then index
-	n      int
 }
 
 type dedupPair struct{ hash, index uint64 }
@@ -182,7 +181,7 @@ func (d *dedupIndex) add(bucket, h, index uint64) {
 		// guess of this one's.
 		hint := 0
 		if n := len(d.order); n > 0 {
-			hint = d.buckets[d.order[n-1]].n
+			hint = d.buckets[d.order[n-1]].filter.count()
 		}
 		bi = &dedupBucketIndex{filter: bloom{firstCap: hint}}
 		d.buckets[bucket] = bi
@@ -196,7 +195,6 @@ func (d *dedupIndex) add(bucket, h, index uint64) {
 		bi.tail = make([]dedupPair, 0, dedupRun)
 	}
 	bi.tail = append(bi.tail, dedupPair{h, index})
-	bi.n++
 	if len(bi.tail) == dedupRun {
 		slices.SortFunc(bi.tail, func(a, b dedupPair) int {
 			if c := cmp.Compare(a.hash, b.hash); c != 0 {
@@ -223,11 +221,11 @@ func (d *dedupIndex) dropBelow(limit uint64) {
 // each new segment twice the capacity of the last, so it needs no size
 // up front. One lookup reads one cache line per segment. A write is
 // checked against every live bucket's filter and every segment of it, so
-// the false positive rates add up (each costs a map lookup): a segment
-// costs 20 bits per id (about 0.03 % false positives when full), the
-// first holds 16384 ids, and a new bucket's filter starts at the size the
-// bucket before it reached, so a steady load fills one segment per
-// bucket.
+// the false positive rates add up (each costs a search of the bucket's
+// pairs): a segment costs 20 bits per id (about 0.03 % false positives
+// when full), the first holds 16384 ids, and a new bucket's filter starts
+// at the size the bucket before it reached, so a steady load fills one
+// segment per bucket.
 type bloom struct {
 	segs []bloomSeg
 	// firstCap is the first segment's capacity (at least bloomFirstCap).
