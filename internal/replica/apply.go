@@ -230,7 +230,8 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	unconditionalPut := cmd.Op == wire.OpPut && cmd.Cond == wire.CondNone
 	answers := unconditionalPut && len(r.mu.props[string(cmd.RequestID)]) > 0
 	var curVersion uint64
-	if !unconditionalPut || answers {
+	looked := !unconditionalPut || answers
+	if looked {
 		var known bool
 		if curVersion, known = r.mu.versions.get(cmd.Key); !known {
 			cur, err := b.Get(key)
@@ -267,7 +268,14 @@ func (r *Replica) applyCommand(b *applyBatch, index uint64, cmd *wire.Command) R
 	default:
 		res.Status = wire.StatusNotFound
 	}
-	r.mu.versions.put(cmd.Key, curVersion)
+	if looked {
+		r.mu.versions.put(cmd.Key, curVersion)
+	} else {
+		// A replica that did not need the version does not cache it: an
+		// entry it holds is kept current, and a missing one costs a
+		// Pebble read only where it is needed.
+		r.mu.versions.update(cmd.Key, curVersion)
+	}
 	if len(cmd.RequestID) > 0 {
 		bucket := r.dedupBucket(cmd.UnixNano)
 		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, res.Marshal())

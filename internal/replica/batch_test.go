@@ -244,7 +244,8 @@ func TestDedupIndexKeepsCollidingHashes(t *testing.T) {
 }
 
 // The version cache holds at most max keys and drops the one it took in
-// longest ago; an update keeps a key's place; reset empties it.
+// longest ago; an update keeps a key's place; update changes only a key it
+// holds; reset empties it.
 func TestVersionCacheDropsOldest(t *testing.T) {
 	c := versionCache{max: 3}
 	for i, k := range []string{"a", "b", "c"} {
@@ -263,6 +264,14 @@ func TestVersionCacheDropsOldest(t *testing.T) {
 	c.put([]byte("e"), 5)
 	if _, ok := c.get([]byte("b")); ok || len(c.m) != 3 {
 		t.Fatalf("after a fifth key: b kept or %d keys", len(c.m))
+	}
+	c.update([]byte("c"), 30) // held: changed
+	c.update([]byte("x"), 7)  // not held: not taken in
+	if v, ok := c.get([]byte("c")); !ok || v != 30 {
+		t.Fatalf("update of a held key: %d %v", v, ok)
+	}
+	if _, ok := c.get([]byte("x")); ok || len(c.m) != 3 {
+		t.Fatalf("update took in a new key: %d keys", len(c.m))
 	}
 	c.reset()
 	c.put([]byte("f"), 6)

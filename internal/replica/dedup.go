@@ -346,6 +346,13 @@ func (c *versionCache) put(key []byte, version uint64) {
 	c.m[k] = version
 }
 
+// update sets key's version if the cache holds key.
+func (c *versionCache) update(key []byte, version uint64) {
+	if _, ok := c.m[string(key)]; ok {
+		c.m[string(key)] = version
+	}
+}
+
 func (c *versionCache) reset() {
 	clear(c.m)
 	c.ring, c.pos = c.ring[:0], 0

@@ -123,9 +123,10 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 			writeBackendError(w, a.cfg.Logger, err)
 			return
 		}
-		w.Header().Set("ETag", etag(v.Version))
-		w.Header().Set("Content-Type", "application/octet-stream")
-		w.Header().Set("Content-Length", strconv.Itoa(len(v.Data)))
+		h := w.Header()
+		h["Etag"] = []string{etag(v.Version)}
+		h["Content-Type"] = octetStream
+		h["Content-Length"] = []string{strconv.Itoa(len(v.Data))}
 		if r.Method == http.MethodGet {
 			_, _ = w.Write(v.Data)
 		}
@@ -139,8 +140,9 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 			writeBackendError(w, a.cfg.Logger, err)
 			return
 		}
-		w.Header().Set("ETag", etag(ver))
-		w.Header().Set("Content-Type", "application/json")
+		h := w.Header()
+		h["Etag"] = []string{etag(ver)}
+		h["Content-Type"] = applicationJSON
 		if created {
 			w.WriteHeader(http.StatusCreated)
 		}
@@ -163,6 +165,14 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusNoContent)
 	}
 }
+
+// Header values the data routes set on every answer, in canonical form so
+// no Set has to canonicalize (and allocate) a name per request; the
+// servers only read them.
+var (
+	octetStream     = []string{"application/octet-stream"}
+	applicationJSON = []string{"application/json"}
+)
 
 func (a *api) v1Status(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
