@@ -279,3 +279,34 @@ func TestVersionCacheDropsOldest(t *testing.T) {
 		t.Fatalf("after reset: %d keys, ring %v", len(c.m), c.ring)
 	}
 }
+
+// A pair keeps the hash's high 32 bits: an id that shares them names its
+// group as a candidate too (the group's records tell the ids apart), one
+// that differs there does not. Indexes more than 2^32 above the bucket's
+// first, or below it, are kept whole and found as well.
+func TestDedupIndexPairsAndFarIndexes(t *testing.T) {
+	var d dedupIndex
+	a, b, c := uint64(0xabcd0123_00000001), uint64(0xabcd0123_ffffffff), uint64(0xabcd0124_00000001)
+	d.add(2, a, 100)
+	d.add(2, b, 101)
+	d.add(2, c, 102)
+	if got := d.candidates(a, nil); len(got) != 2 || got[0] != (dedupRef{2, 100}) || got[1] != (dedupRef{2, 101}) {
+		t.Fatalf("same high bits: %v", got)
+	}
+	if got := d.candidates(c, nil); len(got) != 1 || got[0] != (dedupRef{2, 102}) {
+		t.Fatalf("other high bits: %v", got)
+	}
+	far := uint64(100) + 1<<32 + 5
+	h7, h8, h9 := uint64(7)<<32|1, uint64(8)<<32|1, uint64(9)<<32|1
+	d.add(2, h7, far)
+	d.add(2, h8, 99)
+	d.add(2, h9, 100+1<<32-1) // the last offset that fits
+	for h, want := range map[uint64]uint64{h7: far, h8: 99, h9: 100 + 1<<32 - 1} {
+		if got := d.candidates(h, nil); len(got) != 1 || got[0] != (dedupRef{2, want}) {
+			t.Fatalf("hash %d: %v, want index %d", h, got, want)
+		}
+	}
+	if bi := d.buckets[2]; len(bi.far) != 2 || len(bi.tail) != 4 {
+		t.Fatalf("%d far and %d near pairs", len(bi.far), len(bi.tail))
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 
@@ -91,10 +92,13 @@ func findDedupRecord(g, reqID []byte) (result []byte, found bool) {
 // otherwise a binary search of each run and a scan of the newest pairs
 // find the groups with the hash, and only those are read from Pebble —
 // for a retry, or (once in 2^64) another id of the same hash, which the
-// group's records tell apart. It is exact, at 16 bytes and 20 bits of
-// memory per live record (a map would take more than twice that, and an
-// insert into a large map misses the cache); it is rebuilt from the engine
-// when the replica opens and after a snapshot.
+// group's records tell apart. A pair is 8 bytes: the hash's high 32 bits
+// and the entry index less the bucket's first; another id that shares
+// those 32 bits only costs the read of a group that does not hold it. It
+// is exact, at 8 bytes and 20 bits of memory per live record (a map would
+// take several times that, and an insert into a large map misses the
+// cache); it is rebuilt from the engine when the replica opens and after a
+// snapshot.
 type dedupIndex struct {
 	buckets map[uint64]*dedupBucketIndex
 	// order lists the live buckets in ascending order.
@@ -103,11 +107,19 @@ type dedupIndex struct {
 
 type dedupBucketIndex struct {
 	filter bloom
+	base   uint64        // the entry index of the bucket's first pair
 	tail   []dedupPair   // the newest pairs, in the order they came
-	runs   [][]dedupPair // full runs, each sorted by hash, then index
+	runs   [][]dedupPair // full runs, each sorted by hash, then offset
+	// far: the pairs whose index is not within 2^32 above base, whole
+	// (none in practice: that takes four billion entries).
+	far []dedupFar
 }
 
-type dedupPair struct{ hash, index uint64 }
+type dedupFar struct{ hash, index uint64 }
+
+// dedupPair is a record's hash (its high 32 bits) and its entry's index
+// (less the bucket's base).
+type dedupPair struct{ hash, off uint32 }
 
 // dedupRun is the length of a sorted run of pairs.
 const dedupRun = 1 << 15
@@ -149,18 +161,24 @@ func (d *dedupIndex) candidates(h uint64, out []dedupRef) []dedupRef {
 			out = append(out, dedupRef{b, index})
 		}
 	}
+	h32 := uint32(h >> 32)
 	for _, b := range d.order {
 		bi := d.buckets[b]
 		if !bi.filter.mayHave(h) {
 			continue
 		}
 		for _, run := range bi.runs {
-			i := sort.Search(len(run), func(i int) bool { return run[i].hash >= h })
-			for ; i < len(run) && run[i].hash == h; i++ {
-				found(b, run[i].index)
+			i := sort.Search(len(run), func(i int) bool { return run[i].hash >= h32 })
+			for ; i < len(run) && run[i].hash == h32; i++ {
+				found(b, bi.base+uint64(run[i].off))
 			}
 		}
 		for _, p := range bi.tail {
+			if p.hash == h32 {
+				found(b, bi.base+uint64(p.off))
+			}
+		}
+		for _, p := range bi.far {
 			if p.hash == h {
 				found(b, p.index)
 			}
@@ -183,7 +201,7 @@ func (d *dedupIndex) add(bucket, h, index uint64) {
 		if n := len(d.order); n > 0 {
 			hint = d.buckets[d.order[n-1]].filter.count()
 		}
-		bi = &dedupBucketIndex{filter: bloom{firstCap: hint}}
+		bi = &dedupBucketIndex{filter: bloom{firstCap: hint}, base: index}
 		d.buckets[bucket] = bi
 		i := sort.Search(len(d.order), func(i int) bool { return d.order[i] > bucket })
 		d.order = append(d.order, 0)
@@ -191,16 +209,20 @@ func (d *dedupIndex) add(bucket, h, index uint64) {
 		d.order[i] = bucket
 	}
 	bi.filter.add(h)
+	if index < bi.base || index-bi.base > math.MaxUint32 {
+		bi.far = append(bi.far, dedupFar{h, index})
+		return
+	}
 	if bi.tail == nil {
 		bi.tail = make([]dedupPair, 0, dedupRun)
 	}
-	bi.tail = append(bi.tail, dedupPair{h, index})
+	bi.tail = append(bi.tail, dedupPair{uint32(h >> 32), uint32(index - bi.base)})
 	if len(bi.tail) == dedupRun {
 		slices.SortFunc(bi.tail, func(a, b dedupPair) int {
 			if c := cmp.Compare(a.hash, b.hash); c != 0 {
 				return c
 			}
-			return cmp.Compare(a.index, b.index)
+			return cmp.Compare(a.off, b.off)
 		})
 		bi.runs = append(bi.runs, bi.tail)
 		bi.tail = nil
