@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/server"
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/spf13/cobra"
 )
 
@@ -26,6 +27,7 @@ func newServeCmd() *cobra.Command {
 		maxKey, maxValue         int
 		maxInflight, groupWrites int
 		groupDelay               time.Duration
+		cacheSize                int64
 		unsafeNoSync             bool
 		faultInjection           bool
 	)
@@ -56,7 +58,7 @@ func newServeCmd() *cobra.Command {
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
 				MaxInflight: maxInflight, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
-				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites,
+				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 			})
 			if err != nil {
@@ -87,6 +89,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&groupDelay, "group-commit-delay", 5*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
+	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd
