@@ -87,7 +87,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
-	f.DurationVar(&groupDelay, "group-commit-delay", 5*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
+	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")

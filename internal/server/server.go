@@ -54,7 +54,7 @@ type Config struct {
 	// writes over GroupCommitWrites, at most GroupCommitDelay, and none
 	// below a quarter of GroupCommitWrites: a write waits for the sync
 	// only a small part of what it waits in line anyway. Zero disables it.
-	// Defaults (cairn serve): 5ms, 256.
+	// Defaults (cairn serve): 3ms, 256.
 	GroupCommitDelay  time.Duration
 	GroupCommitWrites int
 	// CacheSize is the bytes of Pebble's block cache (0: the storage
