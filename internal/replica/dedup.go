@@ -90,15 +90,14 @@ func findDedupRecord(g, reqID []byte) (result []byte, found bool) {
 // came, the others in runs of dedupRun sorted by hash. A write checks
 // every live bucket (up to five): nearly always the filter rules it out;
 // otherwise a binary search of each run and a scan of the newest pairs
-// find the groups with the hash, and only those are read from Pebble —
-// for a retry, or (once in 2^64) another id of the same hash, which the
-// group's records tell apart. A pair is 8 bytes: the hash's high 32 bits
-// and the entry index less the bucket's first; another id that shares
-// those 32 bits only costs the read of a group that does not hold it. It
-// is exact, at 8 bytes and 20 bits of memory per live record (a map would
-// take several times that, and an insert into a large map misses the
-// cache); it is rebuilt from the engine when the replica opens and after a
-// snapshot.
+// find the groups with the hash, and only those are read from Pebble.
+// A pair is 8 bytes: the hash's high 32 bits and the entry index less the
+// bucket's first. So a group is read for a retry, or rarely for another
+// id that passed the filter and shares those 32 bits, which the group's
+// records tell apart. It is exact, at 8 bytes and 20 bits of memory per
+// live record (a map would take several times that, and an insert into a
+// large map misses the cache); it is rebuilt from the engine when the
+// replica opens and after a snapshot.
 type dedupIndex struct {
 	buckets map[uint64]*dedupBucketIndex
 	// order lists the live buckets in ascending order.
@@ -120,6 +119,12 @@ type dedupFar struct{ hash, index uint64 }
 // dedupPair is a record's hash (its high 32 bits) and its entry's index
 // (less the bucket's base).
 type dedupPair struct{ hash, off uint32 }
+
+// pairHash is the part of an id's hash that a pair keeps.
+func pairHash(h uint64) uint32 { return uint32(h >> 32) }
+
+// index is the entry index of a pair of bi.
+func (bi *dedupBucketIndex) index(p dedupPair) uint64 { return bi.base + uint64(p.off) }
 
 // dedupRun is the length of a sorted run of pairs.
 const dedupRun = 1 << 15
@@ -161,7 +166,7 @@ func (d *dedupIndex) candidates(h uint64, out []dedupRef) []dedupRef {
 			out = append(out, dedupRef{b, index})
 		}
 	}
-	h32 := uint32(h >> 32)
+	h32 := pairHash(h)
 	for _, b := range d.order {
 		bi := d.buckets[b]
 		if !bi.filter.mayHave(h) {
@@ -170,12 +175,12 @@ func (d *dedupIndex) candidates(h uint64, out []dedupRef) []dedupRef {
 		for _, run := range bi.runs {
 			i := sort.Search(len(run), func(i int) bool { return run[i].hash >= h32 })
 			for ; i < len(run) && run[i].hash == h32; i++ {
-				found(b, bi.base+uint64(run[i].off))
+				found(b, bi.index(run[i]))
 			}
 		}
 		for _, p := range bi.tail {
 			if p.hash == h32 {
-				found(b, bi.base+uint64(p.off))
+				found(b, bi.index(p))
 			}
 		}
 		for _, p := range bi.far {
@@ -216,7 +221,7 @@ func (d *dedupIndex) add(bucket, h, index uint64) {
 	if bi.tail == nil {
 		bi.tail = make([]dedupPair, 0, dedupRun)
 	}
-	bi.tail = append(bi.tail, dedupPair{uint32(h >> 32), uint32(index - bi.base)})
+	bi.tail = append(bi.tail, dedupPair{pairHash(h), uint32(index - bi.base)})
 	if len(bi.tail) == dedupRun {
 		slices.SortFunc(bi.tail, func(a, b dedupPair) int {
 			if c := cmp.Compare(a.hash, b.hash); c != 0 {
