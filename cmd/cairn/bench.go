@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/spf13/cobra"
 )
 

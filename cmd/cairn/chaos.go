@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/chaos"
-	"github.com/cairn-db/cairn/internal/report"
+	"github.com/cairn-db/cairn/internal/lab/chaos"
+	"github.com/cairn-db/cairn/internal/lab/report"
 	"github.com/spf13/cobra"
 )
 

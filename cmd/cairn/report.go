@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"github.com/cairn-db/cairn/internal/report"
+	"github.com/cairn-db/cairn/internal/lab/report"
 	"github.com/spf13/cobra"
 )
 

@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/checker"
+	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
 // Node is one `cairn serve` process.

@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 type table struct {

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 func writeResult(t *testing.T, label, workload string, thr, p99 float64, sweep bool) string {

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/bench"
-	"github.com/cairn-db/cairn/internal/checker"
+	"github.com/cairn-db/cairn/internal/lab/bench"
+	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
 // WorkloadConfig shapes the recorded client load.

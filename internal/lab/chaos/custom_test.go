@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cairn-db/cairn/internal/bench"
+	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 func TestParseFault(t *testing.T) {

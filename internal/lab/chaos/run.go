@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/bench"
-	"github.com/cairn-db/cairn/internal/checker"
+	"github.com/cairn-db/cairn/internal/lab/bench"
+	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
 // Step is one scheduled fault: injected At after the start, healed after
