@@ -169,6 +169,21 @@ func TestV1ConditionalAndETag(t *testing.T) {
 	if r := do(t, h, "PUT", "/v1/kv/x", strings.NewReader("3"), map[string]string{"Cairn-Request-Id": "abc"}); r.code != 201 || string(f.lastW.RequestID) != "abc" {
 		t.Fatalf("request id not passed: %d %q", r.code, f.lastW.RequestID)
 	}
+	// A well-formed entity tag Cairn never made is a false precondition
+	// (412), not a malformed header, and changes nothing.
+	for _, tag := range []string{`"no-such-version"`, `"18446744073709551616"`, `""`, `"0"`} {
+		if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("4"), map[string]string{"If-Match": tag}); r.code != 412 || errCode(t, r) != "precondition_failed" {
+			t.Fatalf("If-Match %s: %d %q", tag, r.code, r.body)
+		}
+	}
+	for _, bad := range []string{`"a b"`, `"a"b"`, "\"\x01\""} {
+		if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("4"), map[string]string{"If-Match": bad}); r.code != 400 {
+			t.Fatalf("malformed If-Match %q: %d", bad, r.code)
+		}
+	}
+	if r := do(t, h, "GET", "/v1/kv/a%2Fb", nil, nil); r.body != "2" {
+		t.Fatalf("a failed precondition changed the value: %q", r.body)
+	}
 	if r := do(t, h, "DELETE", "/v1/kv/a%2Fb", nil, map[string]string{"If-Match": `"1"`}); r.code != 412 {
 		t.Fatalf("conditional delete: %d", r.code)
 	}
