@@ -118,6 +118,10 @@ type Server struct {
 		cancel context.CancelFunc
 		done   chan struct{}
 	}
+	// stopping ends when Stop begins: long API runs (profiles, traces)
+	// end with it.
+	stopping   context.Context
+	beginsStop context.CancelFunc
 }
 
 // faults is the node's fault hook for the admin API.
@@ -143,6 +147,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log}
+	s.stopping, s.beginsStop = context.WithCancel(context.Background())
 	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
@@ -257,6 +262,7 @@ func (s *Server) build() error {
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
+		Stopping: s.stopping,
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
@@ -337,6 +343,7 @@ func (s *Server) HTTPAddr() string { return s.lis.Addr().String() }
 
 // Stop shuts the node down in reverse order of start.
 func (s *Server) Stop(ctx context.Context) error {
+	s.beginsStop()
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
 	}
