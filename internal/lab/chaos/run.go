@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
@@ -93,7 +93,7 @@ type Result struct {
 	Diverged          []string          `json:"diverged,omitempty"`
 	Faults            []FaultResult     `json:"faults"`
 	ClientErrors      map[string]uint64 `json:"client_errors"`
-	Series            []bench.Point     `json:"series"`
+	Series            []result.Point    `json:"series"`
 	Skipped           string            `json:"skipped,omitempty"`
 	// Partitions is how partition faults cut the network (iptables or
 	// hook).
@@ -140,7 +140,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", len(c.Nodes), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
 
 	start := time.Now()
-	rec := &recorder{start: start, acked: map[string]string{}, perf: bench.NewRecorder(start)}
+	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	var keys []string
 	for i := 0; i < cfg.Workload.Keys; i++ {
 		keys = append(keys, fmt.Sprintf("reg/%d", i))
@@ -394,7 +394,7 @@ func clientErrors(history []checker.Op, startMs, endMs int64) (int, map[string]i
 
 // halfBaseline: see FaultResult.HalfBaselineMs. A point's second ends at
 // Second*1000 ms after the start.
-func halfBaseline(series []bench.Point, startMs, endMs int64, base float64) int64 {
+func halfBaseline(series []result.Point, startMs, endMs int64, base float64) int64 {
 	at := int64(-1)
 	for _, p := range series {
 		ms := int64(p.Second) * 1000
