@@ -114,10 +114,6 @@ type Server struct {
 	log           *slog.Logger
 	faulty        *transport.Faulty
 	// bg runs the runtime tuning goroutine (TuneRuntime).
-	bg struct {
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
 	// stopping ends when Stop begins: long API runs (profiles, traces)
 	// end with it.
 	stopping   context.Context
@@ -320,13 +316,7 @@ const (
 func (s *Server) Start() {
 	if s.cfg.TuneRuntime {
 		tuneGC(s.log)
-		var ctx context.Context
-		ctx, s.bg.cancel = context.WithCancel(context.Background())
-		s.bg.done = make(chan struct{})
-		go func() {
-			defer close(s.bg.done)
-			followMemoryLimit(ctx, s.log)
-		}()
+		followMemoryLimit(s.log)
 	}
 	s.store.Start(s.fresh)
 	go func() {
@@ -348,10 +338,6 @@ func (s *Server) Stop(ctx context.Context) error {
 		_ = s.http.Shutdown(ctx)
 	}
 	s.closeAll()
-	if s.bg.cancel != nil {
-		s.bg.cancel()
-		<-s.bg.done
-	}
 	return nil
 }
 
