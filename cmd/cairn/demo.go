@@ -101,14 +101,13 @@ func demoPeers(o demoOpts) ([]string, error) {
 	case o.peerPort != 0:
 		return nil, fmt.Errorf("--peer-port: ports %d-%d are not all free", o.peerPort, o.peerPort+o.nodes-1)
 	default:
-		peers = peers[:0]
-		for i := 0; i < o.nodes; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort(o.host, "0"))
-			if err != nil {
-				return nil, err
-			}
-			peers = append(peers, l.Addr().String())
-			defer l.Close()
+		hosts := make([]string, o.nodes)
+		for i := range hosts {
+			hosts[i] = o.host
+		}
+		var err error
+		if peers, err = launcher.FreeAddrs(hosts); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
