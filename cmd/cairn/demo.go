@@ -175,6 +175,10 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 		select {
 		case s := <-sig:
 			interrupt(fmt.Errorf("interrupted by %s while starting", s))
+			select { // should the cluster be ready already, the wait below sees it
+			case sig <- s:
+			default:
+			}
 		case <-readyCtx.Done():
 		}
 	}()
