@@ -14,6 +14,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/raft/v3 v3.6.0
+	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.85.0
 )
 

@@ -86,6 +86,8 @@ func newClusterTick(t *testing.T, n, shards int, rcfg replica.Config, tick, sick
 	c := &tcluster{t: t, net: transport.NewNetwork(), m: m, dirs: map[uint64]string{}, nodes: map[uint64]*tnode{}, rcfg: rcfg, tick: tick, sick: sick}
 	for _, id := range ids {
 		c.dirs[id] = t.TempDir()
+	}
+	for _, id := range ids { // every node knows every peer
 		c.start(id, true)
 	}
 	t.Cleanup(func() {
@@ -117,7 +119,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 		peers[pid] = fmt.Sprint("mem-", pid)
 	}
 	a.coord = kv.New(kv.Config{
-		NodeID: id, Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
+		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
 		Engine: eng, Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
 	})
 	st.Start(fresh)

@@ -47,6 +47,8 @@ type Coordinator struct {
 	mu struct {
 		sync.Mutex
 		leaders map[uint64]uint64 // shard -> last known leader (remote shards)
+		// httpAddrs: node -> HTTP address it last reported (Cluster).
+		httpAddrs map[uint64]string
 	}
 }
 
@@ -60,6 +62,7 @@ func New(cfg Config) *Coordinator {
 	}
 	c := &Coordinator{cfg: cfg, started: time.Now()}
 	c.mu.leaders = map[uint64]uint64{}
+	c.mu.httpAddrs = map[uint64]string{}
 	return c
 }
 

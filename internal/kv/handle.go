@@ -25,6 +25,9 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 // handleLocal is HandleRequest under the caller's deadline (ctx already
 // carries the request's).
 func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.Response {
+	if req.Kind == wire.KindNodeInfo {
+		return &wire.Response{Status: wire.StatusOK, Value: c.nodeInfo().Marshal()}
+	}
 	r := c.cfg.Store.Replica(req.ShardID)
 	if r == nil {
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
