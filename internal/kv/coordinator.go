@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
@@ -28,8 +29,10 @@ type Config struct {
 	Replication int
 	Map         shard.Map
 	Store       *store.Store
-	Engine      *storage.Engine
-	Transport   transport.Transport
+	// Engine is the node's storage engine. The coordinator reads through
+	// the replicas (Replica.Get), never the engine's keys itself.
+	Engine    *storage.Engine
+	Transport transport.Transport
 	// DefaultTimeout applies when a request's context has no deadline.
 	// Default 5s.
 	DefaultTimeout time.Duration
@@ -101,7 +104,7 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	if serializable {
 		req.Kind = wire.KindReadLocal
 		if r := c.cfg.Store.Replica(d.ID); r != nil {
-			return c.readLocal(key)
+			return readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))
 	}
@@ -118,19 +121,16 @@ func (c *Coordinator) decodeRead(resp *wire.Response, err error) (Value, error) 
 	return Value{Data: resp.Value, Version: resp.Version}, nil
 }
 
-func (c *Coordinator) readLocal(key []byte) (Value, error) {
-	b, err := c.cfg.Engine.Get(storage.DataKey(shard.Token(key), key))
-	if errors.Is(err, storage.ErrNotFound) {
+// readLocal reads key from the local replica r's applied state.
+func readLocal(r *replica.Replica, key []byte) (Value, error) {
+	data, version, err := r.Get(key)
+	if errors.Is(err, replica.ErrNotFound) {
 		return Value{}, ErrNotFound
 	}
 	if err != nil {
 		return Value{}, err
 	}
-	v, data, err := storage.DecodeValue(b)
-	if err != nil {
-		return Value{}, err
-	}
-	return Value{Data: data, Version: v}, nil
+	return Value{Data: data, Version: version}, nil
 }
 
 // Put writes key=value.

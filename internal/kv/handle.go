@@ -35,7 +35,7 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	case wire.KindRead:
 		return c.execRead(ctx, r, req)
 	case wire.KindReadLocal:
-		return valueResponse(c.readLocal(req.Key))
+		return valueResponse(readLocal(r, req.Key))
 	case wire.KindAppliedIndex:
 		if err := r.WaitApplied(ctx, req.Index); err != nil {
 			return errResponse(err)
@@ -107,7 +107,7 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 				Message: "fewer than ACK replicas applied the read index in time"}
 		}
 	}
-	return valueResponse(c.readLocal(req.Key))
+	return valueResponse(readLocal(r, req.Key))
 }
 
 // waitAppliedOn asks the other replicas of r's shard to confirm they have

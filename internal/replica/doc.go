@@ -1,6 +1,6 @@
 // Package replica runs one shard replica: a raft.RawNode, its raftlog.Log,
-// the state machine that applies write commands to the node's engine, and
-// the waiters of proposals and reads.
+// its state machine (internal/statemachine: apply, deduplication, version
+// cache), and the waiters of proposals and reads.
 //
 // The Ready contract. For each Ready of the RawNode, Process does, in order:
 //

@@ -220,10 +220,8 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.mu.appliedT = md.Term
 		r.mu.cs = md.ConfState
 		r.applied.Store(md.Index)
-		r.mu.dedupFloor = 0
-		r.mu.versions.reset()
-		if err := r.mu.dedup.load(r.cfg.Engine, r.id); err != nil {
-			panic("replica: dedup table after snapshot: " + err.Error())
+		if err := r.sm.Reset(); err != nil {
+			panic("replica: state machine after snapshot: " + err.Error())
 		}
 		r.cfg.Logger.Info("applied snapshot", "shard", r.id, "index", md.Index, "bytes", len(rd.Snapshot.Data))
 	}

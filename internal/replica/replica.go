@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/raftlog"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -63,7 +64,8 @@ type Config struct {
 	// keeps what its active followers have not acknowledged yet. Default
 	// 100.
 	TruncateKeep uint64
-	// DedupTTL: how long a request id is remembered. Default 2 minutes.
+	// DedupTTL: how long a request id is remembered (see
+	// statemachine.Config). Default statemachine.DefaultDedupTTL.
 	DedupTTL time.Duration
 	// VersionCache: keys whose current version the replica keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
@@ -96,12 +98,6 @@ func (c Config) withDefaults() Config {
 	if c.TruncateKeep == 0 {
 		c.TruncateKeep = 100
 	}
-	if c.DedupTTL == 0 {
-		c.DedupTTL = 2 * time.Minute
-	}
-	if c.VersionCache == 0 {
-		c.VersionCache = 4096
-	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -115,6 +111,9 @@ type Replica struct {
 	log   *raftlog.Log
 	start uint64 // data token range
 	end   uint64
+	// sm applies the shard's writes; its Apply methods run under mu, Get
+	// anywhere.
+	sm *statemachine.Machine
 
 	leader atomic.Uint64
 	term   atomic.Uint64
@@ -148,10 +147,6 @@ type Replica struct {
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
-		dedup              dedupIndex
-		// dedupFloor: dedup buckets below it are deleted (pruneDedup).
-		dedupFloor uint64
-		versions   versionCache
 	}
 }
 
@@ -199,45 +194,21 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
 	}
 	r.mu.rn = rn
-	if err := dropLegacyDedup(cfg.Engine, r.id); err != nil {
-		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
-	}
-	if err := r.mu.dedup.load(cfg.Engine, r.id); err != nil {
-		return nil, fmt.Errorf("replica: shard %d: dedup table: %w", r.id, err)
+	r.sm, err = statemachine.Open(statemachine.Config{
+		ShardID: r.id, Start: r.start, End: r.end, Engine: cfg.Engine,
+		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
 	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
-	r.mu.versions.max = cfg.VersionCache
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64][]*waiter{}
 	r.mu.nextRead = rand.Uint64() >> 1
 	r.applied.Store(as.Index)
 	r.term.Store(rn.BasicStatus().Term)
 	return r, nil
-}
-
-// dropLegacyDedup deletes dedup records of earlier layouts, if any (a
-// data dir written by an older Cairn; they only served retries within two
-// minutes of their write).
-func dropLegacyDedup(eng *storage.Engine, shardID uint64) error {
-	for _, p := range storage.LegacyDedupPrefixes(shardID) {
-		it, err := eng.NewIter(p, storage.PrefixEnd(p))
-		if err != nil {
-			return err
-		}
-		found := it.First()
-		if err := it.Close(); err != nil {
-			return err
-		}
-		if found {
-			b := eng.NewBatch()
-			b.DeleteRange(p, storage.PrefixEnd(p))
-			if err := b.Commit(true); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // ID is the shard id.
@@ -257,6 +228,17 @@ func (r *Replica) Term() uint64 { return r.term.Load() }
 
 // Applied is the applied index.
 func (r *Replica) Applied() uint64 { return r.applied.Load() }
+
+// ErrNotFound is returned by Get for an absent key.
+var ErrNotFound = statemachine.ErrNotFound
+
+// Get reads key from the local applied state: a serializable read, which
+// may be stale on a follower (after ReadIndex returns it is linearizable).
+// It returns ErrNotFound for an absent key. Safe for concurrent use.
+func (r *Replica) Get(key []byte) (value []byte, version uint64, err error) {
+	v, err := r.sm.Get(key)
+	return v.Data, v.Version, err
+}
 
 // Status returns raft's full status (takes the replica lock).
 func (r *Replica) Status() raft.Status {

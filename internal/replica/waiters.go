@@ -7,15 +7,12 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Result of an applied write.
-type Result struct {
-	wire.Result
-	// Index is the log index at which the command was applied.
-	Index uint64
-}
+type Result = statemachine.Result
 
 type proposal struct {
 	reqID string

@@ -1,4 +1,4 @@
-package replica
+package statemachine
 
 import (
 	"bytes"
@@ -11,31 +11,43 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-func testReplica(t *testing.T) *Replica {
+// testMachine opens a machine of shard 1 on a new engine, with a dedup
+// TTL of one second and no version cache.
+func testMachine(t *testing.T) *Machine {
 	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	return &Replica{cfg: Config{Engine: eng, DedupTTL: time.Second}, id: 1}
+	m, err := Open(Config{ShardID: 1, Engine: eng, DedupTTL: time.Second, VersionCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
-// withVersionCache gives r a version cache of n keys.
-func withVersionCache(r *Replica, n int) *Replica {
-	r.cfg.VersionCache, r.mu.versions.max = n, n
-	return r
+// withVersionCache gives m a version cache of n keys.
+func withVersionCache(m *Machine, n int) *Machine {
+	m.cfg.VersionCache, m.versions.max = n, n
+	return m
 }
 
 // applyAll applies cmds (at indexes 1..n) in batches of the given sizes.
-func applyAll(r *Replica, cmds []wire.Command, sizes func() int) []Result {
+func applyAll(m *Machine, cmds []wire.Command, sizes func() int) []Result {
+	return applyAllWaiting(m, cmds, sizes, nil)
+}
+
+// applyAllWaiting is applyAll on a replica that answers the writes whose
+// request ids waiting reports.
+func applyAllWaiting(m *Machine, cmds []wire.Command, sizes func() int, waiting func([]byte) bool) []Result {
 	var out []Result
 	for i := 0; i < len(cmds); {
 		n := min(sizes(), len(cmds)-i)
-		b := newApplyBatch(r.cfg.Engine)
+		rd := m.Begin(waiting)
 		for j := i; j < i+n; j++ {
-			out = append(out, r.applyCommand(b, uint64(j+1), &cmds[j]))
+			out = append(out, m.applyCommand(rd, uint64(j+1), &cmds[j]))
 		}
-		if err := b.commit(); err != nil {
+		if err := m.Commit(rd); err != nil {
 			panic(err)
 		}
 		i += n
@@ -79,11 +91,11 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 	}
 	// b also keeps the versions of a few keys in memory (fewer than the
 	// keys written, so it evicts): the cache must not change a result.
-	a, b := testReplica(t), withVersionCache(testReplica(t), 7)
+	a, b := testMachine(t), withVersionCache(testMachine(t), 7)
 	ra := applyAll(a, cmds, func() int { return 1 })
 	rb := applyAll(b, cmds, func() int { return 1 + rng.Intn(97) })
-	if len(b.mu.versions.m) != 7 {
-		t.Fatalf("version cache holds %d keys, want 7", len(b.mu.versions.m))
+	if len(b.versions.m) != 7 {
+		t.Fatalf("version cache holds %d keys, want 7", len(b.versions.m))
 	}
 	for i := range ra {
 		if ra[i] != rb[i] {
@@ -113,7 +125,7 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 }
 
 func TestDedupReturnsFirstResult(t *testing.T) {
-	r := testReplica(t)
+	r := testMachine(t)
 	put := wire.Command{RequestID: []byte("once"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("k"), Value: []byte("v")}
 	res := applyAll(r, []wire.Command{put, put}, func() int { return 1 })
 	if res[0].Status != wire.StatusOK || !res[0].Created || res[1].Result != res[0].Result {
@@ -138,20 +150,20 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 		}
 		cmds = append(cmds, c)
 	}
-	a, b := testReplica(t), testReplica(t)
+	a, b := testMachine(t), testMachine(t)
 	ra := applyAll(a, cmds, func() int { return 1 + rng.Intn(50) })
 	var rb []Result
 	for i := 0; i < len(cmds); {
 		n := min(1+rng.Intn(50), len(cmds)-i)
-		ab := newApplyBatch(b.cfg.Engine)
+		rd := b.Begin(nil)
 		for j := i; j < i+n; j++ {
-			rb = append(rb, b.applyCommand(ab, uint64(j+1), &cmds[j]))
+			rb = append(rb, b.applyCommand(rd, uint64(j+1), &cmds[j]))
 		}
-		if err := ab.commit(); err != nil {
+		if err := b.Commit(rd); err != nil {
 			t.Fatal(err)
 		}
 		if rng.Intn(3) == 0 {
-			if err := b.mu.dedup.load(b.cfg.Engine, 1); err != nil {
+			if err := b.dedup.load(b.cfg.Engine, 1); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -173,7 +185,7 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 	}
 	// The commands span about 60 s of proposer time, 240 buckets of
 	// 250 ms; pruning keeps the last five or so.
-	if n := len(b.mu.dedup.order); n == 0 || n > 6 {
+	if n := len(b.dedup.order); n == 0 || n > 6 {
 		t.Fatalf("%d buckets in the filter: pruning did not run", n)
 	}
 }
@@ -181,7 +193,7 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 // The batch commits in key order, so its range deletions must still cover
 // exactly what came before them in the round.
 func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
-	r := testReplica(t)
+	r := testMachine(t)
 	pre := newApplyBatch(r.cfg.Engine)
 	pre.Set([]byte("k/c"), []byte("old c"))
 	pre.Set([]byte("k/d"), []byte("old d"))
@@ -219,10 +231,10 @@ func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
 // replica's state is the same and a retry answered from the record
 // reports the key as not created.
 func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
-	answering, other := testReplica(t), testReplica(t)
-	answering.mu.props = map[string][]*proposal{"w1": {{reqID: "w1"}}}
+	answering, other := testMachine(t), testMachine(t)
+	waiting := func(id []byte) bool { return string(id) == "w1" }
 	put := wire.Command{RequestID: []byte("w1"), UnixNano: 1, Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
-	ra := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	ra := applyAllWaiting(answering, []wire.Command{put}, func() int { return 1 }, waiting)
 	ro := applyAll(other, []wire.Command{put}, func() int { return 1 })
 	if !ra[0].Created || ro[0].Created || ra[0].Version != ro[0].Version {
 		t.Fatalf("answering replica %+v, other %+v: want created only in the answer", ra[0], ro[0])
@@ -236,7 +248,7 @@ func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
 			t.Fatalf("states differ at key %x", da[i][0])
 		}
 	}
-	retry := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	retry := applyAllWaiting(answering, []wire.Command{put}, func() int { return 1 }, waiting)
 	if retry[0].Created || retry[0].Version != ra[0].Version {
 		t.Fatalf("retry answered %+v, want the first version, not created", retry[0])
 	}
