@@ -31,6 +31,9 @@ var (
 	ErrTimeout            = errors.New("cairn: timeout") // outcome unknown for writes
 	ErrOverloaded         = errors.New("cairn: overloaded")
 	ErrBadRequest         = errors.New("cairn: bad request")
+	// ErrRequestIDReused: the request id named an earlier, different write
+	// (409); nothing was written.
+	ErrRequestIDReused = errors.New("cairn: request id reused by a different write")
 )
 
 // Error is an error answer of a node.
@@ -233,6 +236,8 @@ func (c *Client) once(ctx context.Context, ep, method string, key []byte, query 
 		e.kind = ErrNotFound
 	case http.StatusPreconditionFailed:
 		e.kind = ErrPreconditionFailed
+	case http.StatusConflict:
+		e.kind = ErrRequestIDReused
 	case http.StatusServiceUnavailable:
 		e.kind = ErrOverloaded
 	case http.StatusGatewayTimeout:

@@ -98,7 +98,8 @@ func TestDefiniteAnswersAreNotRetried(t *testing.T) {
 		code int
 		name string
 		want error
-	}{{404, "not_found", ErrNotFound}, {412, "precondition_failed", ErrPreconditionFailed}, {400, "bad_request", ErrBadRequest}} {
+	}{{404, "not_found", ErrNotFound}, {412, "precondition_failed", ErrPreconditionFailed}, {400, "bad_request", ErrBadRequest},
+		{409, "request_id_reused", ErrRequestIDReused}} {
 		n := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) { jsonErr(w, c.code, c.name) })
 		cl, _ := New([]string{n.srv.URL, n.srv.URL}, Options{})
 		err := cl.Delete(context.Background(), []byte("k"), 3)

@@ -14,6 +14,10 @@ var (
 	// ErrPreconditionFailed: an If-Match / If-None-Match condition did not
 	// hold; nothing was written. HTTP 412.
 	ErrPreconditionFailed = errors.New("kv: precondition failed")
+	// ErrRequestIDReused: the write's request id names an earlier,
+	// different write (another key, operation, value or condition); nothing
+	// was written. HTTP 409.
+	ErrRequestIDReused = errors.New("kv: request id reused by a different write")
 	// ErrTimeout: the request deadline passed before the operation was known
 	// to be done (for a write: it may still commit). HTTP 504.
 	ErrTimeout = errors.New("kv: deadline exceeded")

@@ -205,6 +205,8 @@ func statusErr(resp *wire.Response) error {
 		return ErrNotFound
 	case wire.StatusPreconditionFailed:
 		return ErrPreconditionFailed
+	case wire.StatusRequestIDReused:
+		return ErrRequestIDReused
 	case wire.StatusAckTimeout:
 		return fmt.Errorf("%w: %s", ErrAckTimeout, resp.Message)
 	case wire.StatusTimeout:

@@ -159,6 +159,8 @@ func errResponse(err error) *wire.Response {
 		return &wire.Response{Status: wire.StatusNotFound}
 	case errors.Is(err, replica.ErrOverloaded):
 		return &wire.Response{Status: wire.StatusOverloaded, Message: err.Error()}
+	case errors.Is(err, replica.ErrBadCommand):
+		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 	case errors.Is(err, replica.ErrStopped):
 		return &wire.Response{Status: wire.StatusStopping, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

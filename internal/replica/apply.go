@@ -45,10 +45,24 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 		c.Add(uint64(len(results)))
 	}
 	for _, a := range results {
+		// A command answers the proposals of its request id and
+		// fingerprint; one of another write that reuses the id waits for
+		// its own entry (which answers StatusRequestIDReused).
 		id := string(a.RequestID)
-		for _, p := range r.mu.props[id] {
-			p.finish(a.Result, nil)
+		ps := r.mu.props[id]
+		kept := ps[:0]
+		for _, p := range ps {
+			if p.fp == a.Fingerprint {
+				p.finish(a.Result, nil)
+			} else {
+				kept = append(kept, p)
+			}
 		}
-		delete(r.mu.props, id)
+		clear(ps[len(kept):])
+		if len(kept) == 0 {
+			delete(r.mu.props, id)
+		} else {
+			r.mu.props[id] = kept
+		}
 	}
 }

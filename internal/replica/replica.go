@@ -25,6 +25,8 @@ var (
 	ErrNotLeader  = errors.New("replica: not leader")
 	ErrOverloaded = errors.New("replica: too many pending requests")
 	ErrStopped    = errors.New("replica: stopped")
+	// ErrBadCommand: a proposed command does not decode.
+	ErrBadCommand = errors.New("replica: bad command")
 )
 
 // NotLeaderError carries the leader hint (0 = unknown). It wraps ErrNotLeader.

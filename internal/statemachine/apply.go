@@ -9,13 +9,24 @@ import (
 	"github.com/cespare/xxhash/v2"
 )
 
-// applyCommand executes one write deterministically against b. Its
+// applyCommand executes one write deterministically in round rd. Its
 // version is index, the log index of its entry (an entry holds at most one
 // command per key).
 func (m *Machine) applyCommand(rd *Round, index uint64, cmd *wire.Command) Result {
+	res, _ := m.apply(rd, index, cmd)
+	return res
+}
+
+// apply is applyCommand that also returns the command's fingerprint.
+//
+// A command whose request id has a record is not executed: a retry (same
+// fingerprint) gets the recorded result; another command reusing the id
+// gets StatusRequestIDReused, and nothing is written or recorded.
+func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uint64) {
 	b := rd.b
-	var idHash uint64
+	var idHash, fp uint64
 	if len(cmd.RequestID) > 0 {
+		fp = cmd.Fingerprint()
 		idHash = xxhash.Sum64(cmd.RequestID)
 		b.entry(m.id, index)
 		// The index rules out every first attempt without a Pebble read
@@ -32,10 +43,14 @@ func (m *Machine) applyCommand(rd *Round, index uint64, cmd *wire.Command) Resul
 				panic("statemachine: apply read: " + err.Error())
 			}
 			if rec, ok := findDedupRecord(g, cmd.RequestID); ok {
-				var res wire.Result
-				if res.Unmarshal(rec) == nil {
-					return Result{Result: res, Index: index}
+				recFP, res, err := decodeDedupResult(rec)
+				switch {
+				case err != nil:
+					continue
+				case recFP != fp:
+					return Result{Result: wire.Result{Status: wire.StatusRequestIDReused}, Index: index}, fp
 				}
+				return Result{Result: res, Index: index}, fp
 			}
 		}
 	}
@@ -96,7 +111,7 @@ func (m *Machine) applyCommand(rd *Round, index uint64, cmd *wire.Command) Resul
 	}
 	if len(cmd.RequestID) > 0 {
 		bucket := m.dedupBucket(cmd.UnixNano)
-		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, res.Marshal())
+		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, encodeDedupResult(fp, res))
 		if b.groups == nil {
 			b.groups = map[uint64][]byte{}
 		}
@@ -106,7 +121,7 @@ func (m *Machine) applyCommand(rd *Round, index uint64, cmd *wire.Command) Resul
 	}
 	answer := res
 	answer.Created = created
-	return Result{Result: answer, Index: index}
+	return Result{Result: answer, Index: index}, fp
 }
 
 // pruneDedup drops the dedup buckets whose every record is older than

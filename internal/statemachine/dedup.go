@@ -10,6 +10,7 @@ import (
 	"sort"
 
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 	"github.com/cespare/xxhash/v2"
 )
 
@@ -38,12 +39,29 @@ func (m *Machine) dedupBucket(unixNano int64) uint64 {
 }
 
 // A group's value is its records back to back, each the request id and
-// the result, both length-prefixed (uvarint).
+// the result (see encodeDedupResult), both length-prefixed (uvarint).
 func appendDedupRecord(g, reqID, result []byte) []byte {
 	g = binary.AppendUvarint(g, uint64(len(reqID)))
 	g = append(g, reqID...)
 	g = binary.AppendUvarint(g, uint64(len(result)))
 	return append(g, result...)
+}
+
+// A record's result is the command's fingerprint (8 bytes, big-endian)
+// and then its wire.Result, so a command that reuses the request id of
+// another is told apart from a retry.
+func encodeDedupResult(fp uint64, res wire.Result) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 24), fp), res.Marshal()...)
+}
+
+func decodeDedupResult(b []byte) (fp uint64, res wire.Result, err error) {
+	if len(b) < 8 {
+		return 0, res, fmt.Errorf("%w: dedup record", storage.ErrCorrupt)
+	}
+	if err := res.Unmarshal(b[8:]); err != nil {
+		return 0, res, fmt.Errorf("%w: dedup record: %v", storage.ErrCorrupt, err)
+	}
+	return binary.BigEndian.Uint64(b), res, nil
 }
 
 // eachDedupRecord calls f with each record of group g, in order, until f

@@ -152,7 +152,11 @@ type Result struct {
 // Applied is the result of one command of a round.
 type Applied struct {
 	RequestID []byte
-	Result    Result
+	// Fingerprint is the command's (wire.Command.Fingerprint): the
+	// proposals to answer with Result are those of this request id and
+	// fingerprint.
+	Fingerprint uint64
+	Result      Result
 }
 
 // Round is one apply round: the commands of consecutive committed
@@ -197,8 +201,8 @@ func (m *Machine) ApplyEntry(rd *Round, index uint64, data []byte) {
 			m.cfg.Logger.Error("skipping undecodable command", "shard", m.id, "index", index, "err", err)
 			continue
 		}
-		res := m.applyCommand(rd, index, &cmd)
-		rd.applied = append(rd.applied, Applied{RequestID: cmd.RequestID, Result: res})
+		res, fp := m.apply(rd, index, &cmd)
+		rd.applied = append(rd.applied, Applied{RequestID: cmd.RequestID, Fingerprint: fp, Result: res})
 	}
 }
 

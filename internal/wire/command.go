@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Op is the kind of a write command.
 type Op uint8
@@ -38,6 +42,24 @@ type Command struct {
 }
 
 const commandV1 = 1
+
+// Fingerprint identifies what c does — its operation, condition, compared
+// version, key and value, but not its request id or time — so a retry of
+// a write can be told apart from another write that reuses its request
+// id. Two commands with equal fingerprints are the same write (up to a
+// 2^-64 chance).
+func (c *Command) Fingerprint() uint64 {
+	var h xxhash.Digest
+	h.Reset()
+	var hdr [2 + 8 + binary.MaxVarintLen64]byte
+	hdr[0], hdr[1] = byte(c.Op), byte(c.Cond)
+	binary.BigEndian.PutUint64(hdr[2:10], c.Version)
+	n := 10 + binary.PutUvarint(hdr[10:], uint64(len(c.Key)))
+	_, _ = h.Write(hdr[:n])
+	_, _ = h.Write(c.Key)
+	_, _ = h.Write(c.Value)
+	return h.Sum64()
+}
 
 // Marshal encodes c.
 func (c *Command) Marshal() []byte {
@@ -97,6 +119,9 @@ const (
 	StatusInvalid            Status = 8
 	StatusError              Status = 9
 	StatusNoReplica          Status = 10
+	// StatusRequestIDReused: the request id names an earlier, different
+	// write; nothing was applied.
+	StatusRequestIDReused Status = 11
 )
 
 // Result is the outcome of an applied command; it is stored in the dedup

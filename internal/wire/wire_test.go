@@ -123,3 +123,29 @@ func FuzzDecode(f *testing.F) {
 		_ = res.Unmarshal(b)
 	})
 }
+
+// The fingerprint covers what a command does and nothing else.
+func TestCommandFingerprint(t *testing.T) {
+	base := Command{RequestID: []byte("id"), UnixNano: 5, Op: OpPut, Cond: CondIfMatch, Version: 3, Key: []byte("k"), Value: []byte("v")}
+	same := base
+	same.RequestID, same.UnixNano = []byte("other id"), 99
+	if base.Fingerprint() != same.Fingerprint() {
+		t.Fatal("request id or time changed the fingerprint")
+	}
+	for name, change := range map[string]func(*Command){
+		"op":      func(c *Command) { c.Op = OpDelete },
+		"cond":    func(c *Command) { c.Cond = CondIfAbsent },
+		"version": func(c *Command) { c.Version = 4 },
+		"key":     func(c *Command) { c.Key = []byte("k2") },
+		"value":   func(c *Command) { c.Value = []byte("v2") },
+		// The key's length is part of it: key "kv" with value "" is not
+		// key "k" with value "v".
+		"split": func(c *Command) { c.Key, c.Value = []byte("kv"), nil },
+	} {
+		c := base
+		change(&c)
+		if c.Fingerprint() == base.Fingerprint() {
+			t.Fatalf("a different %s kept the fingerprint", name)
+		}
+	}
+}
