@@ -154,3 +154,40 @@ func TestKeyEscapingAndVersions(t *testing.T) {
 		}
 	}
 }
+
+// A write is retried under its request id no longer than the write retry
+// window, however long the operation timeout: nodes remember a request id
+// for a bounded time. Reads keep the whole timeout.
+func TestWritesRetryOnlyWithinTheWindow(t *testing.T) {
+	n := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) { jsonErr(w, 503, "overloaded") })
+	c, _ := New([]string{n.srv.URL}, Options{Timeout: time.Hour, WriteRetryWindow: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Put(context.Background(), []byte("k"), nil, PutOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write was retried past its window")
+	}
+	n.mu.Lock()
+	ids := append([]string(nil), n.ids...)
+	n.mu.Unlock()
+	if len(ids) < 2 {
+		t.Fatalf("%d attempts: the write was not retried", len(ids))
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("retries changed the request id: %v", ids)
+		}
+	}
+	// A window above the maximum is clamped to it.
+	c, _ = New([]string{n.srv.URL}, Options{Timeout: time.Hour, WriteRetryWindow: time.Hour})
+	if c.opts.WriteRetryWindow != MaxWriteRetryWindow {
+		t.Fatalf("window %v, want %v", c.opts.WriteRetryWindow, MaxWriteRetryWindow)
+	}
+}

@@ -36,8 +36,12 @@ type Config struct {
 	// DefaultTimeout applies when a request's context has no deadline.
 	// Default 5s.
 	DefaultTimeout time.Duration
-	Version        string
-	Logger         *slog.Logger
+	// RetryWindow bounds a write's time, all its attempts under one
+	// request id included: a write whose deadline is later gives up (504)
+	// when it has passed. Default and maximum MaxRetryWindow.
+	RetryWindow time.Duration
+	Version     string
+	Logger      *slog.Logger
 }
 
 // Coordinator routes operations to shard leaders.
@@ -57,6 +61,9 @@ type Coordinator struct {
 func New(cfg Config) *Coordinator {
 	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = 5 * time.Second
+	}
+	if cfg.RetryWindow <= 0 || cfg.RetryWindow > MaxRetryWindow {
+		cfg.RetryWindow = MaxRetryWindow
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -81,6 +88,27 @@ func (c *Coordinator) ackFrom(ack, from int) (int, int, error) {
 		return 0, 0, fmt.Errorf("%w: replicas %d/%d: need 1 <= ack <= from <= %d", ErrInvalidArgument, ack, from, rf)
 	}
 	return ack, from, nil
+}
+
+// MaxRetryWindow is the longest a coordinator retries one write (one
+// request id). A shard keeps a write's dedup record at least
+// statemachine.MinRetention (105 s with the default 2-minute DedupTTL)
+// after the write's first attempt; the coordinator's window plus the Go
+// client's (client.MaxWriteRetryWindow, also 30 s) stay well inside it,
+// so every retry they make is answered from the record, never applied a
+// second time.
+const MaxRetryWindow = 30 * time.Second
+
+// writeDeadline is withDeadline, no later than RetryWindow from now.
+func (c *Coordinator) writeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	limit := time.Now().Add(c.cfg.RetryWindow)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(limit) {
+		return ctx, func() {}
+	}
+	if _, ok := ctx.Deadline(); !ok && c.cfg.DefaultTimeout < c.cfg.RetryWindow {
+		return context.WithTimeout(ctx, c.cfg.DefaultTimeout)
+	}
+	return context.WithDeadline(ctx, limit)
 }
 
 func (c *Coordinator) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -159,11 +187,11 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	if len(opts.RequestID) > wire.MaxRequestID {
 		return nil, fmt.Errorf("%w: request id over %d bytes", ErrInvalidArgument, wire.MaxRequestID)
 	}
-	ctx, cancel := c.withDeadline(ctx)
+	ctx, cancel := c.writeDeadline(ctx)
 	defer cancel()
-	cmd := wire.Command{RequestID: opts.RequestID, UnixNano: time.Now().UnixNano(), Op: op, Key: key, Value: value}
+	cmd := wire.Command{RequestID: opts.RequestID, Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
-		cmd.RequestID = c.newRequestID(cmd.UnixNano)
+		cmd.RequestID = c.newRequestID(time.Now().UnixNano())
 	}
 	switch opts.Cond {
 	case CondIfMatch:

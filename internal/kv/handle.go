@@ -15,8 +15,14 @@ import (
 // forwarded by other nodes.
 func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	if req.DeadlineUnixNano != 0 {
+		// The sender's wall clock set it: a write waits no longer than
+		// the retry window whatever that clock says.
+		dl := time.Unix(0, req.DeadlineUnixNano)
+		if limit := time.Now().Add(c.cfg.RetryWindow); req.Kind == wire.KindWrite && dl.After(limit) {
+			dl = limit
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.DeadlineUnixNano))
+		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
 	return c.handleLocal(ctx, req)

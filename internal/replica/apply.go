@@ -15,7 +15,7 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 		e := &ents[i]
 		switch e.Type {
 		case raftpb.EntryNormal:
-			r.sm.ApplyEntry(rd, e.Index, e.Data)
+			r.sm.ApplyEntry(rd, e.Index, e.Term, e.Data)
 		case raftpb.EntryConfChange:
 			var cc raftpb.ConfChange
 			if err := cc.Unmarshal(e.Data); err != nil {

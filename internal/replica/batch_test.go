@@ -17,15 +17,20 @@ import (
 // drives Process by hand.
 func singleReplica(t *testing.T) *Replica {
 	t.Helper()
+	return singleReplicaWith(t, Config{})
+}
+
+// singleReplicaWith is singleReplica with cfg's settings.
+func singleReplicaWith(t *testing.T, cfg Config) *Replica {
+	t.Helper()
 	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	r, err := Open(Config{
-		NodeID: 1, Desc: shard.Descriptor{ID: 1, Replicas: []uint64{1}}, Engine: eng,
-		Send: func(uint64, []raftpb.Message) {}, Enqueue: func(uint64) {},
-	}, true)
+	cfg.NodeID, cfg.Desc, cfg.Engine = 1, shard.Descriptor{ID: 1, Replicas: []uint64{1}}, eng
+	cfg.Send, cfg.Enqueue = func(uint64, []raftpb.Message) {}, func(uint64) {}
+	r, err := Open(cfg, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +55,7 @@ func TestProposalsBatchWithOneCommandPerKeyPerEntry(t *testing.T) {
 	results := make([]Result, n)
 	var wg sync.WaitGroup
 	for i := 0; i < n; i++ {
-		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), UnixNano: time.Now().UnixNano(), Op: wire.OpPut,
+		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), Op: wire.OpPut,
 			Key: []byte(fmt.Sprint("k", i%keys)), Value: []byte(fmt.Sprint(i))}
 		wg.Add(1)
 		go func() {

@@ -18,6 +18,11 @@
 //     change; then resolve waiting proposals and reads;
 //  4. Advance.
 //
+// A leader stamps the entries it proposes with its monotonic clock
+// (Config.Clock), which ages dedup records (see internal/statemachine); it
+// proposes a stamp of its own when its proposals did not stamp for a while
+// and records wait to expire.
+//
 // Process runs the contract in two halves, Stage (drain the inbox, take the
 // Ready, stage step 1 into a batch) and Finish (steps 2 to 4 once the batch
 // has committed); a caller may share one batch among several shards.

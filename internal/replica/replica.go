@@ -72,7 +72,13 @@ type Config struct {
 	// VersionCache: keys whose current version the replica keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
 	VersionCache int
-	Logger       *slog.Logger
+	// Clock is the monotonic clock a leader stamps its entries with (the
+	// shard clock that ages dedup records counts the time between a
+	// leader's stamps; see internal/statemachine). Default: time since the
+	// process started, on Go's monotonic clock. Wall clock changes do not
+	// affect it.
+	Clock  func() time.Duration
+	Logger *slog.Logger
 	// LeaderApplied, if set, counts the write commands this node applied
 	// while leading their shard (shared by all replicas of a node).
 	LeaderApplied *atomic.Uint64
@@ -100,11 +106,22 @@ func (c Config) withDefaults() Config {
 	if c.TruncateKeep == 0 {
 		c.TruncateKeep = 100
 	}
+	if c.DedupTTL == 0 {
+		c.DedupTTL = statemachine.DefaultDedupTTL
+	}
+	if c.Clock == nil {
+		c.Clock = sinceStart
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
+
+// processStart anchors the default Clock.
+var processStart = time.Now()
+
+func sinceStart() time.Duration { return time.Since(processStart) }
 
 // Replica is one shard replica.
 type Replica struct {
@@ -149,6 +166,9 @@ type Replica struct {
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
+		// lastStamp: the Clock reading of the last entry this replica
+		// stamped as leader.
+		lastStamp time.Duration
 	}
 }
 

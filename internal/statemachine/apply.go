@@ -110,14 +110,13 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		m.versions.update(cmd.Key, curVersion)
 	}
 	if len(cmd.RequestID) > 0 {
-		bucket := m.dedupBucket(cmd.UnixNano)
+		bucket := m.dedupBucket(m.clock.now)
 		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, encodeDedupResult(fp, res))
 		if b.groups == nil {
 			b.groups = map[uint64][]byte{}
 		}
 		b.groups[bucket] = g
 		m.dedup.add(bucket, idHash, index)
-		m.pruneDedup(b, cmd.UnixNano)
 	}
 	answer := res
 	answer.Created = created
@@ -125,11 +124,15 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 }
 
 // pruneDedup drops the dedup buckets whose every record is older than
-// DedupTTL at proposer time t: the rule depends on the log only, so every
-// replica drops the same records at the same command. (A replica that
+// DedupTTL by the shard clock: the rule depends on the log only, so every
+// replica drops the same records at the same entry. (A replica that
 // restarted repeats a deletion once; that changes nothing.)
-func (m *Machine) pruneDedup(b *applyBatch, t int64) {
-	limit := m.dedupBucket(t - int64(m.cfg.DedupTTL))
+func (m *Machine) pruneDedup(b *applyBatch) {
+	ttl := uint64(m.cfg.DedupTTL)
+	if m.clock.now <= ttl {
+		return
+	}
+	limit := m.dedupBucket(m.clock.now - ttl)
 	if limit <= m.dedupFloor {
 		return
 	}

@@ -32,25 +32,46 @@ func withVersionCache(m *Machine, n int) *Machine {
 	return m
 }
 
-// applyAll applies cmds (at indexes 1..n) in batches of the given sizes.
+// applyAll applies cmds, command j in the entry at index j+1 of term 1,
+// unstamped, in rounds of the given sizes.
 func applyAll(m *Machine, cmds []wire.Command, sizes func() int) []Result {
-	return applyAllWaiting(m, cmds, sizes, nil)
+	return applyClocked(m, cmds, nil, sizes, nil)
 }
 
 // applyAllWaiting is applyAll on a replica that answers the writes whose
 // request ids waiting reports.
 func applyAllWaiting(m *Machine, cmds []wire.Command, sizes func() int, waiting func([]byte) bool) []Result {
+	return applyClocked(m, cmds, nil, sizes, waiting)
+}
+
+// applyClocked is applyAll with the entry of command j stamped by the
+// leader of term 1 with reading stamps[j] (none if 0 or stamps is nil).
+func applyClocked(m *Machine, cmds []wire.Command, stamps []uint64, sizes func() int, waiting func([]byte) bool) []Result {
 	var out []Result
 	for i := 0; i < len(cmds); {
 		n := min(sizes(), len(cmds)-i)
-		rd := m.Begin(waiting)
-		for j := i; j < i+n; j++ {
-			out = append(out, m.applyCommand(rd, uint64(j+1), &cmds[j]))
-		}
-		if err := m.Commit(rd); err != nil {
-			panic(err)
-		}
+		out = append(out, applyRound(m, cmds, stamps, i, i+n, waiting)...)
 		i += n
+	}
+	return out
+}
+
+// applyRound applies cmds[from:to] as applyClocked does, in one round.
+func applyRound(m *Machine, cmds []wire.Command, stamps []uint64, from, to int, waiting func([]byte) bool) []Result {
+	rd := m.Begin(waiting)
+	for j := from; j < to; j++ {
+		data := cmds[j].Marshal()
+		if stamps != nil && stamps[j] != 0 {
+			data = wire.MarshalStamped(stamps[j], [][]byte{data})
+		}
+		m.ApplyEntry(rd, uint64(j+1), 1, data)
+	}
+	if err := m.Commit(rd); err != nil {
+		panic(err)
+	}
+	var out []Result
+	for _, a := range rd.Applied() {
+		out = append(out, a.Result)
 	}
 	return out
 }
@@ -74,11 +95,13 @@ func dump(t *testing.T, e *storage.Engine) [][2][]byte {
 func TestApplyIsIndependentOfBatching(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	var cmds []wire.Command
-	ts := int64(1e18)
+	var stamps []uint64
+	ts := uint64(1e12)
 	for i := 0; i < 3000; i++ {
-		ts += int64(rng.Intn(5)) * int64(time.Millisecond) * 10
+		ts += uint64(rng.Intn(5)) * uint64(time.Millisecond) * 10
+		stamps = append(stamps, ts)
 		key := []byte(fmt.Sprint("k", rng.Intn(20)))
-		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(400))), UnixNano: ts, Op: wire.OpPut, Key: key, Value: []byte(fmt.Sprint(i))}
+		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(400))), Op: wire.OpPut, Key: key, Value: []byte(fmt.Sprint(i))}
 		switch rng.Intn(6) {
 		case 0:
 			c.Op = wire.OpDelete
@@ -92,8 +115,8 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 	// b also keeps the versions of a few keys in memory (fewer than the
 	// keys written, so it evicts): the cache must not change a result.
 	a, b := testMachine(t), withVersionCache(testMachine(t), 7)
-	ra := applyAll(a, cmds, func() int { return 1 })
-	rb := applyAll(b, cmds, func() int { return 1 + rng.Intn(97) })
+	ra := applyClocked(a, cmds, stamps, func() int { return 1 }, nil)
+	rb := applyClocked(b, cmds, stamps, func() int { return 1 + rng.Intn(97) }, nil)
 	if len(b.versions.m) != 7 {
 		t.Fatalf("version cache holds %d keys, want 7", len(b.versions.m))
 	}
@@ -111,11 +134,11 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 			t.Fatalf("key %d differs: %x=%x vs %x=%x", i, da[i][0], da[i][1], db[i][0], db[i][1])
 		}
 	}
-	// Pruning happened (the TTL is one second of proposer time) and
-	// bounded the table: far fewer records than ids ever used remain.
+	// Pruning happened (the TTL is one second of shard clock) and bounded
+	// the table: far fewer records than ids ever used remain.
 	dedups := 0
 	for _, kv := range da {
-		if bytes.HasPrefix(kv[0], storage.DedupPrefix(1)) {
+		if p := storage.DedupPrefix(1); bytes.HasPrefix(kv[0], p) && len(kv[0]) > len(p) {
 			dedups++
 		}
 	}
@@ -126,7 +149,7 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 
 func TestDedupReturnsFirstResult(t *testing.T) {
 	r := testMachine(t)
-	put := wire.Command{RequestID: []byte("once"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("k"), Value: []byte("v")}
+	put := wire.Command{RequestID: []byte("once"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("k"), Value: []byte("v")}
 	res := applyAll(r, []wire.Command{put, put}, func() int { return 1 })
 	if res[0].Status != wire.StatusOK || !res[0].Created || res[1].Result != res[0].Result {
 		t.Fatalf("first %+v, retry %+v", res[0], res[1])
@@ -140,10 +163,12 @@ func TestDedupReturnsFirstResult(t *testing.T) {
 func TestDedupIndexReloadMatches(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	var cmds []wire.Command
-	ts := int64(1e18)
+	var stamps []uint64
+	ts := uint64(1e12)
 	for i := 0; i < 3000; i++ {
-		ts += int64(rng.Intn(5)) * int64(time.Millisecond) * 10
-		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(300))), UnixNano: ts, Op: wire.OpPut,
+		ts += uint64(rng.Intn(5)) * uint64(time.Millisecond) * 10
+		stamps = append(stamps, ts)
+		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(300))), Op: wire.OpPut,
 			Key: []byte(fmt.Sprint("k", rng.Intn(20))), Value: []byte(fmt.Sprint(i))}
 		if rng.Intn(4) == 0 {
 			c.Cond = wire.CondIfAbsent
@@ -151,19 +176,14 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 		cmds = append(cmds, c)
 	}
 	a, b := testMachine(t), testMachine(t)
-	ra := applyAll(a, cmds, func() int { return 1 + rng.Intn(50) })
+	ra := applyClocked(a, cmds, stamps, func() int { return 1 + rng.Intn(50) }, nil)
 	var rb []Result
 	for i := 0; i < len(cmds); {
 		n := min(1+rng.Intn(50), len(cmds)-i)
-		rd := b.Begin(nil)
-		for j := i; j < i+n; j++ {
-			rb = append(rb, b.applyCommand(rd, uint64(j+1), &cmds[j]))
-		}
-		if err := b.Commit(rd); err != nil {
-			t.Fatal(err)
-		}
+		rb = append(rb, applyRound(b, cmds, stamps, i, i+n, nil)...)
 		if rng.Intn(3) == 0 {
-			if err := b.dedup.load(b.cfg.Engine, 1); err != nil {
+			// As a restart or a snapshot does.
+			if err := b.Reset(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -183,8 +203,8 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 			t.Fatalf("key %d differs", i)
 		}
 	}
-	// The commands span about 60 s of proposer time, 240 buckets of
-	// 250 ms; pruning keeps the last five or so.
+	// The commands span about 60 s of shard clock, 240 buckets of 250 ms;
+	// pruning keeps the last five or so.
 	if n := len(b.dedup.order); n == 0 || n > 6 {
 		t.Fatalf("%d buckets in the filter: pruning did not run", n)
 	}
@@ -233,7 +253,7 @@ func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
 func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
 	answering, other := testMachine(t), testMachine(t)
 	waiting := func(id []byte) bool { return string(id) == "w1" }
-	put := wire.Command{RequestID: []byte("w1"), UnixNano: 1, Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
+	put := wire.Command{RequestID: []byte("w1"), Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
 	ra := applyAllWaiting(answering, []wire.Command{put}, func() int { return 1 }, waiting)
 	ro := applyAll(other, []wire.Command{put}, func() int { return 1 })
 	if !ra[0].Created || ro[0].Created || ra[0].Version != ro[0].Version {
@@ -254,7 +274,7 @@ func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
 	}
 	// A conditional create keeps Created in the record: every replica
 	// reads the key to evaluate the condition.
-	create := wire.Command{RequestID: []byte("c1"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("new"), Value: []byte("v")}
+	create := wire.Command{RequestID: []byte("c1"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("new"), Value: []byte("v")}
 	if r := applyAll(other, []wire.Command{create, create}, func() int { return 1 }); !r[0].Created || !r[1].Created {
 		t.Fatalf("conditional create and its retry: %+v", r)
 	}

@@ -16,26 +16,22 @@ import (
 
 // The dedup table remembers the result of every write by request id, so a
 // retried write applies at most once. Its records live in Pebble (they are
-// replicated state, in snapshots) under the time bucket of the write's
-// proposer clock (Command.UnixNano), a group per entry and bucket: one
-// key holds the records of all the entry's commands of that bucket, so a
+// replicated state, in snapshots) under the bucket of the shard clock
+// (clock.go) at the write's entry, a group per entry: one key holds the
+// records of all the entry's commands, so a
 // write adds some 28 bytes to a key shared with the others of its entry
 // instead of a key of its own (which Pebble inserts, flushes and compacts
 // over and over while it lives). A whole bucket is dropped with one range
-// deletion once every record in it is older than DedupTTL — a rule on
-// the log, so every replica drops the same records at the same entry. A
-// bucket spans a quarter of DedupTTL (30 s of the default 2 minutes), so
-// a record lives between DedupTTL and 1.25 times it; DedupTTL must be the
-// same on every node.
+// deletion once every record in it is older than DedupTTL by the shard
+// clock — a rule on the log, so every replica drops the same records at
+// the same entry. A bucket spans a quarter of DedupTTL (30 s of the
+// default 2 minutes), so a record lives between DedupTTL and 1.25 times it
+// of shard clock time; DedupTTL must be the same on every node.
 const dedupBucketsPerTTL = 4
 
-// dedupBucket is the bucket of a proposer time.
-func (m *Machine) dedupBucket(unixNano int64) uint64 {
-	width := max(int64(m.cfg.DedupTTL)/dedupBucketsPerTTL, 1)
-	if unixNano < 0 {
-		return 0
-	}
-	return uint64(unixNano / width)
+// dedupBucket is the bucket of a shard clock time.
+func (m *Machine) dedupBucket(clock uint64) uint64 {
+	return clock / max(uint64(m.cfg.DedupTTL)/dedupBucketsPerTTL, 1)
 }
 
 // A group's value is its records back to back, each the request id and
@@ -159,6 +155,9 @@ func (d *dedupIndex) load(eng *storage.Engine, shardID uint64) error {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) == len(p) {
+			continue // the shard clock (clockKey)
+		}
 		bucket, index, err := storage.DecodeDedupKey(it.Key())
 		if err != nil {
 			it.Close()

@@ -62,6 +62,7 @@ type Machine struct {
 	// dedupFloor: dedup buckets below it are deleted (pruneDedup).
 	dedupFloor uint64
 	versions   versionCache
+	clock      clockState
 }
 
 // Open returns the machine of cfg.ShardID over cfg.Engine, dropping dedup
@@ -73,22 +74,51 @@ func Open(cfg Config) (*Machine, error) {
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
 	}
-	if err := m.dedup.load(cfg.Engine, m.id); err != nil {
-		return nil, fmt.Errorf("statemachine: shard %d: dedup table: %w", m.id, err)
+	if err := m.load(true); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
 
-// Reset reloads the machine's in-memory state (dedup index, version
-// cache) from the engine, after a snapshot replaced the shard's state.
-func (m *Machine) Reset() error {
-	m.dedupFloor = 0
-	m.versions.reset()
+// load reads the shard clock and the dedup index from the engine. With
+// dropUnclocked, dedup groups without a shard clock (bucketed by the
+// proposers' wall clocks, as an earlier Cairn wrote them) are dropped.
+func (m *Machine) load(dropUnclocked bool) error {
+	c, found, err := loadClock(m.cfg.Engine, m.id)
+	if err != nil {
+		return fmt.Errorf("statemachine: shard %d: %w", m.id, err)
+	}
+	m.clock = c
+	if !found && dropUnclocked {
+		p := storage.DedupPrefix(m.id)
+		b := m.cfg.Engine.NewBatch()
+		b.DeleteRange(p, storage.PrefixEnd(p))
+		if err := b.Commit(true); err != nil {
+			return fmt.Errorf("statemachine: shard %d: %w", m.id, err)
+		}
+	}
 	if err := m.dedup.load(m.cfg.Engine, m.id); err != nil {
 		return fmt.Errorf("statemachine: shard %d: dedup table: %w", m.id, err)
 	}
 	return nil
 }
+
+// Reset reloads the machine's in-memory state (shard clock, dedup index,
+// version cache) from the engine, after a snapshot replaced the shard's
+// state there.
+func (m *Machine) Reset() error {
+	m.dedupFloor = 0
+	m.versions.reset()
+	return m.load(false)
+}
+
+// Clock is the shard clock: the time that passed on the shard's leaders
+// while they stamped entries (see clock.go).
+func (m *Machine) Clock() time.Duration { return time.Duration(m.clock.now) }
+
+// HasRecords reports whether the dedup table holds records that wait to
+// expire (a leader then stamps the clock at least every StampInterval).
+func (m *Machine) HasRecords() bool { return len(m.dedup.order) > 0 }
 
 // dropLegacyDedup deletes dedup records of earlier layouts, if any (a
 // data dir written by an older Cairn; they only served retries within two
@@ -183,19 +213,25 @@ func (rd *Round) Applied() []Applied { return rd.applied }
 // Set adds a write of the caller's (the applied state) to the round.
 func (rd *Round) Set(k, v []byte) { rd.b.Set(k, v) }
 
-// ApplyEntry applies the data of the normal entry at index (one command
-// or a batch). Data that does not decode is skipped and logged: proposers
-// only propose valid encodings, and skipping is the same on every replica.
-func (m *Machine) ApplyEntry(rd *Round, index uint64, data []byte) {
+// ApplyEntry applies the data of the normal entry at index and term (one
+// command, a batch, or a stamped entry). A stamp moves the shard clock and
+// drops the dedup buckets that expired. Data that does not decode is
+// skipped and logged: proposers only propose valid encodings, and skipping
+// is the same on every replica.
+func (m *Machine) ApplyEntry(rd *Round, index, term uint64, data []byte) {
 	if len(data) == 0 {
 		return // a new leader's empty entry
 	}
-	cmds, err := wire.SplitEntry(data)
+	e, err := wire.DecodeEntry(data)
 	if err != nil {
 		m.cfg.Logger.Error("skipping undecodable entry", "shard", m.id, "index", index, "err", err)
 		return
 	}
-	for _, c := range cmds {
+	if e.Stamped {
+		m.clock.advance(term, e.Clock, uint64(MaxClockStep(m.cfg.DedupTTL)))
+		m.pruneDedup(rd.b)
+	}
+	for _, c := range e.Commands {
 		var cmd wire.Command
 		if err := cmd.Unmarshal(c); err != nil {
 			m.cfg.Logger.Error("skipping undecodable command", "shard", m.id, "index", index, "err", err)
@@ -206,5 +242,8 @@ func (m *Machine) ApplyEntry(rd *Round, index uint64, data []byte) {
 	}
 }
 
-// Commit writes the round without fsync.
-func (m *Machine) Commit(rd *Round) error { return rd.b.commit() }
+// Commit writes the round, with the shard clock, without fsync.
+func (m *Machine) Commit(rd *Round) error {
+	rd.b.Set(clockKey(m.id), m.clock.marshal())
+	return rd.b.commit()
+}

@@ -11,15 +11,15 @@ import (
 // and changes nothing — it is not answered with the first write's result.
 func TestReusedRequestIDWithAnotherCommandIsRefused(t *testing.T) {
 	put := func(key, value string) wire.Command {
-		return wire.Command{RequestID: []byte("id-1"), UnixNano: 1, Op: wire.OpPut, Key: []byte(key), Value: []byte(value)}
+		return wire.Command{RequestID: []byte("id-1"), Op: wire.OpPut, Key: []byte(key), Value: []byte(value)}
 	}
 	alpha := put("alpha", "a")
 	others := map[string]wire.Command{
 		"another key":   put("beta", "a"),
 		"another value": put("alpha", "b"),
-		"a delete":      {RequestID: []byte("id-1"), UnixNano: 1, Op: wire.OpDelete, Key: []byte("alpha")},
-		"a condition":   {RequestID: []byte("id-1"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("alpha"), Value: []byte("a")},
-		"a version":     {RequestID: []byte("id-1"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfMatch, Version: 1, Key: []byte("alpha"), Value: []byte("a")},
+		"a delete":      {RequestID: []byte("id-1"), Op: wire.OpDelete, Key: []byte("alpha")},
+		"a condition":   {RequestID: []byte("id-1"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("alpha"), Value: []byte("a")},
+		"a version":     {RequestID: []byte("id-1"), Op: wire.OpPut, Cond: wire.CondIfMatch, Version: 1, Key: []byte("alpha"), Value: []byte("a")},
 	}
 	for name, other := range others {
 		t.Run(name, func(t *testing.T) {
@@ -60,7 +60,7 @@ func TestReusedRequestIDWithAnotherCommandIsRefused(t *testing.T) {
 // index reloads from the engine).
 func TestReusedRequestIDRefusedAfterReload(t *testing.T) {
 	m := testMachine(t)
-	alpha := wire.Command{RequestID: []byte("id-2"), UnixNano: 1, Op: wire.OpPut, Key: []byte("alpha"), Value: []byte("a")}
+	alpha := wire.Command{RequestID: []byte("id-2"), Op: wire.OpPut, Key: []byte("alpha"), Value: []byte("a")}
 	applyAll(m, []wire.Command{alpha}, func() int { return 1 })
 	m2, err := Open(Config{ShardID: 1, Engine: m.cfg.Engine, DedupTTL: m.cfg.DedupTTL, VersionCache: -1})
 	if err != nil {
