@@ -77,7 +77,11 @@ type WriteOptions struct {
 	Version uint64
 	// RequestID identifies the write across retries (up to 32 bytes). A
 	// write retried with the same id is applied at most once; the retry
-	// gets the first attempt's result. Empty: the coordinator makes one.
+	// gets the first attempt's result. The key's shard remembers the id at
+	// least statemachine.MinRetention (105 s by default) after the first
+	// attempt; another write (other key, operation, value or condition)
+	// under an id the shard remembers fails with ErrRequestIDReused and
+	// writes nothing. Empty: the coordinator makes one.
 	RequestID []byte
 }
 
