@@ -253,6 +253,33 @@ func TestRetriedRequestAppliesOnce(t *testing.T) {
 	}
 }
 
+// A write sent under the request id of an earlier, different write (the
+// defect: a PUT to beta answered with alpha's version, beta never written)
+// is refused with ErrRequestIDReused and writes nothing, through the
+// leader and through a follower; a true retry still gets the first answer.
+func TestReusedRequestIDDoesNotDropAWrite(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	id := []byte("reused-id")
+	v1, _, err := c.nodes[1].coord.Put(ctx5(t), []byte("alpha"), []byte("a"), kv.WriteOptions{RequestID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		if _, _, err := n.coord.Put(ctx5(t), []byte("beta"), []byte("b"), kv.WriteOptions{RequestID: id}); !errors.Is(err, kv.ErrRequestIDReused) {
+			t.Fatalf("put to beta under alpha's id via node %d: %v, want request id reused", n.id, err)
+		}
+		if _, err := n.coord.Delete(ctx5(t), []byte("alpha"), kv.WriteOptions{RequestID: id}); !errors.Is(err, kv.ErrRequestIDReused) {
+			t.Fatalf("delete of alpha under its put's id via node %d: %v", n.id, err)
+		}
+		if _, err := n.coord.Get(ctx5(t), []byte("beta"), kv.ReadOptions{}); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatalf("beta via node %d: %v, want absent", n.id, err)
+		}
+		if v, _, err := n.coord.Put(ctx5(t), []byte("alpha"), []byte("a"), kv.WriteOptions{RequestID: id}); err != nil || v != v1 {
+			t.Fatalf("retry of alpha via node %d: v%d (first v%d) %v", n.id, v, v1, err)
+		}
+	}
+}
+
 func leaderOf(c *tcluster, shardID uint64) uint64 {
 	for id, n := range c.nodes {
 		if r := n.st.Replica(shardID); r != nil && r.IsLeader() {

@@ -15,8 +15,14 @@ import (
 // forwarded by other nodes.
 func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	if req.DeadlineUnixNano != 0 {
+		// The sender's wall clock set it: a write waits no longer than
+		// the retry window whatever that clock says.
+		dl := time.Unix(0, req.DeadlineUnixNano)
+		if limit := time.Now().Add(c.cfg.RetryWindow); req.Kind == wire.KindWrite && dl.After(limit) {
+			dl = limit
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.DeadlineUnixNano))
+		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
 	return c.handleLocal(ctx, req)
@@ -38,7 +44,7 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	case wire.KindRead:
 		return c.execRead(ctx, r, req)
 	case wire.KindReadLocal:
-		return valueResponse(c.readLocal(req.Key))
+		return valueResponse(readLocal(r, req.Key))
 	case wire.KindAppliedIndex:
 		if err := r.WaitApplied(ctx, req.Index); err != nil {
 			return errResponse(err)
@@ -110,7 +116,7 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 				Message: "fewer than ACK replicas applied the read index in time"}
 		}
 	}
-	return valueResponse(c.readLocal(req.Key))
+	return valueResponse(readLocal(r, req.Key))
 }
 
 // waitAppliedOn asks the other replicas of r's shard to confirm they have
@@ -162,6 +168,8 @@ func errResponse(err error) *wire.Response {
 		return &wire.Response{Status: wire.StatusNotFound}
 	case errors.Is(err, replica.ErrOverloaded):
 		return &wire.Response{Status: wire.StatusOverloaded, Message: err.Error()}
+	case errors.Is(err, replica.ErrBadCommand):
+		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 	case errors.Is(err, replica.ErrStopped):
 		return &wire.Response{Status: wire.StatusStopping, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -1,6 +1,6 @@
 // Package replica runs one shard replica: a raft.RawNode, its raftlog.Log,
-// the state machine that applies write commands to the node's engine, and
-// the waiters of proposals and reads.
+// its state machine (internal/statemachine: apply, deduplication, version
+// cache), and the waiters of proposals and reads.
 //
 // The Ready contract. For each Ready of the RawNode, Process does, in order:
 //
@@ -17,6 +17,11 @@
 //     anything lost in a crash), calling ApplyConfChange for every conf
 //     change; then resolve waiting proposals and reads;
 //  4. Advance.
+//
+// A leader stamps the entries it proposes with its monotonic clock
+// (Config.Clock), which ages dedup records (see internal/statemachine); it
+// proposes a stamp of its own when its proposals did not stamp for a while
+// and records wait to expire.
 //
 // Process runs the contract in two halves, Stage (drain the inbox, take the
 // Ready, stage step 1 into a batch) and Finish (steps 2 to 4 once the batch

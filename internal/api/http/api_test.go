@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -225,6 +226,7 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 		{kv.ErrTimeout, 504, "timeout"}, {kv.ErrAckTimeout, 504, "ack_timeout"},
 		{kv.ErrOverloaded, 503, "overloaded"}, {kv.ErrStopped, 503, "stopping"},
 		{kv.ErrInvalidArgument, 400, "bad_request"}, {io.ErrUnexpectedEOF, 500, "internal"},
+		{fmt.Errorf("shard 3: %w", kv.ErrRequestIDReused), 409, "request_id_reused"},
 	}
 	for _, c := range cases {
 		f := newFake()
@@ -237,6 +239,27 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 		if c.code == 503 && r.h.Get("Retry-After") == "" {
 			t.Fatalf("%v: no Retry-After", c.err)
 		}
+	}
+}
+
+// A write that reuses the request id of another gets 409 with a JSON
+// error, and nothing is written.
+func TestReusedRequestIDIsAConflict(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{})
+	id := map[string]string{"Cairn-Request-Id": "r-1"}
+	if r := do(t, h, "PUT", "/v1/kv/alpha", strings.NewReader("a"), id); r.code != 201 {
+		t.Fatalf("first put: %d %s", r.code, r.body)
+	}
+	r := do(t, h, "PUT", "/v1/kv/beta", strings.NewReader("b"), id)
+	if r.code != http.StatusConflict || errCode(t, r) != "request_id_reused" || r.h.Get("ETag") != "" {
+		t.Fatalf("put of another key under the same id: %d %s (ETag %q)", r.code, r.body, r.h.Get("ETag"))
+	}
+	if r := do(t, h, "GET", "/v1/kv/beta", nil, nil); r.code != 404 {
+		t.Fatalf("beta after the refused put: %d", r.code)
+	}
+	if f.writeCount() != 1 {
+		t.Fatalf("%d writes, want 1", f.writeCount())
 	}
 }
 
