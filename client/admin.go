@@ -224,6 +224,8 @@ func errorOf(status int, data []byte) *Error {
 		e.kind = ErrNotFound
 	case http.StatusPreconditionFailed:
 		e.kind = ErrPreconditionFailed
+	case http.StatusConflict:
+		e.kind = ErrRequestIDReused
 	case http.StatusServiceUnavailable:
 		e.kind = ErrOverloaded
 	case http.StatusGatewayTimeout:

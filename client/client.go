@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -246,24 +245,5 @@ func (c *Client) once(ctx context.Context, ep, method string, key []byte, query 
 		}
 		return nil
 	}
-	e := &Error{Status: resp.StatusCode}
-	var body2 struct{ Error, Message string }
-	if json.Unmarshal(data, &body2) == nil {
-		e.Code, e.Message = body2.Error, body2.Message
-	}
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		e.kind = ErrNotFound
-	case http.StatusPreconditionFailed:
-		e.kind = ErrPreconditionFailed
-	case http.StatusConflict:
-		e.kind = ErrRequestIDReused
-	case http.StatusServiceUnavailable:
-		e.kind = ErrOverloaded
-	case http.StatusGatewayTimeout:
-		e.kind = ErrTimeout
-	default:
-		e.kind = ErrBadRequest
-	}
-	return e
+	return errorOf(resp.StatusCode, data)
 }
