@@ -41,7 +41,8 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
 	if c.DedupTTL == 0 {
 		c.DedupTTL = DefaultDedupTTL
 	}
@@ -52,6 +53,21 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Engine == nil:
+		return errors.New("statemachine: Config.Engine is required")
+	case c.ShardID == 0:
+		return errors.New("statemachine: Config.ShardID is required")
+	case c.End != 0 && c.End <= c.Start:
+		return fmt.Errorf("statemachine: token range [%#x, %#x) is empty", c.Start, c.End)
+	case c.DedupTTL < 0:
+		return fmt.Errorf("statemachine: DedupTTL %s: want a positive duration", c.DedupTTL)
+	}
+	return nil
 }
 
 // Machine is the state machine of one shard replica.
@@ -68,7 +84,10 @@ type Machine struct {
 // Open returns the machine of cfg.ShardID over cfg.Engine, dropping dedup
 // records of earlier layouts and loading the dedup index.
 func Open(cfg Config) (*Machine, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	m := &Machine{cfg: cfg, id: cfg.ShardID}
 	m.versions.max = cfg.VersionCache
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
