@@ -97,6 +97,10 @@ const (
 	StatusInvalid            Status = 8
 	StatusError              Status = 9
 	StatusNoReplica          Status = 10
+	// StatusWrongShard: the receiver's descriptor of the shard disagrees
+	// with the request (a key outside its token range, another epoch);
+	// nothing was done.
+	StatusWrongShard Status = 11
 )
 
 // Result is the outcome of an applied command; it is stored in the dedup
