@@ -38,6 +38,12 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_peer_snapshots_refused_total", Help: "Incoming snapshot streams refused or cut.",
 	}, func() float64 { return float64(s.tr.Stats().SnapshotsRefused) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cairn_snapshots_sent_total", Help: "Snapshots streamed to other nodes.",
+	}, func() float64 { return float64(s.store.SnapshotStats().Sent) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cairn_snapshot_bytes_sent_total", Help: "Snapshot data bytes streamed to other nodes.",
+	}, func() float64 { return float64(s.store.SnapshotStats().Bytes) }))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cairn_replicas", Help: "Shard replicas on this node.",
 	}, func() float64 { return float64(len(s.store.Replicas())) }))

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand"
@@ -88,10 +87,11 @@ type Store struct {
 	// leaderApplied counts writes applied by this node's leader replicas.
 	leaderApplied atomic.Uint64
 	// drops counts the messages from peers dropped, by reason.
-	drops  [numDrops]atomic.Uint64
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	drops     [numDrops]atomic.Uint64
+	snapStats snapCounters
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // New opens every local replica of the map. bootstrap allows creating the
@@ -250,72 +250,6 @@ func (s *Store) ticker() {
 	}
 }
 
-// HandleRaft routes incoming messages to their replicas. Nothing from
-// the network is trusted until peers authenticate: a message for a shard
-// this node does not hold, from a node that is not a replica of the shard,
-// not addressed to this node, or that raft could not take without
-// breaking (see checkMessage) is dropped and counted.
-func (s *Store) HandleRaft(envs []transport.Envelope) {
-	for i := range envs {
-		e := &envs[i]
-		r := s.replicas[e.ShardID]
-		if r == nil {
-			s.drop(DropUnknownShard, e)
-			continue
-		}
-		if why := checkMessage(r.Desc(), s.cfg.NodeID, &e.Msg, false); why >= 0 {
-			s.drop(why, e)
-			continue
-		}
-		r.Step(e.Msg)
-	}
-}
-
-// HandleSnapshot receives a snapshot stream for a local replica after the
-// same checks as HandleRaft; the replica spills the data to disk as it
-// arrives and installs it atomically (replica.ReceiveSnapshot).
-func (s *Store) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
-	r := s.replicas[env.ShardID]
-	if r == nil {
-		s.drop(DropUnknownShard, &env)
-		return fmt.Errorf("%w: shard %d", ErrDropped, env.ShardID)
-	}
-	if why := checkMessage(r.Desc(), s.cfg.NodeID, &env.Msg, true); why >= 0 {
-		s.drop(why, &env)
-		return fmt.Errorf("%w: %s", ErrDropped, DropReasons[why])
-	}
-	installed, err := r.ReceiveSnapshot(ctx, env.Msg, next)
-	if err != nil {
-		s.cfg.Logger.Warn("snapshot receive failed", "shard", env.ShardID, "from", env.Msg.From, "err", err)
-		return err
-	}
-	s.cfg.Logger.Info("snapshot received", "shard", env.ShardID, "from", env.Msg.From,
-		"index", env.Msg.Snapshot.Metadata.Index, "installed", installed)
-	return nil
-}
-
-// ErrDropped is returned for a snapshot stream the store refused.
-var ErrDropped = errors.New("store: message dropped")
-
-func (s *Store) drop(why int, e *transport.Envelope) {
-	s.drops[why].Add(1)
-	s.cfg.Logger.Debug("dropped peer message", "reason", DropReasons[why], "shard", e.ShardID,
-		"type", e.Msg.Type, "from", e.Msg.From, "to", e.Msg.To, "term", e.Msg.Term)
-}
-
-// Dropped counts the messages from peers dropped so far, by reason
-// (indexed like DropReasons).
-func (s *Store) Dropped() [numDrops]uint64 {
-	var out [numDrops]uint64
-	for i := range out {
-		out[i] = s.drops[i].Load()
-	}
-	for _, r := range s.replicas {
-		out[DropImpossible] += r.DroppedMessages()
-	}
-	return out
-}
-
 // send is every replica's Config.Send: it groups messages by destination;
 // snapshots go on their own bounded path.
 func (s *Store) send(shardID uint64, msgs []raftpb.Message) {
@@ -336,42 +270,6 @@ func (s *Store) send(shardID uint64, msgs []raftpb.Message) {
 	for to, envs := range byPeer {
 		s.tr.Send(to, envs)
 	}
-}
-
-// sendSnapshot streams the snapshot raft asked for from the engine
-// snapshot the replica pinned for it, on a goroutine of its own (at most
-// MaxSnapshots at once), outside every lock; raft learns the outcome
-// through ReportSnapshot.
-func (s *Store) sendSnapshot(shardID uint64, m raftpb.Message) {
-	r := s.replicas[shardID]
-	src, err := r.OpenSnapshot(m, s.cfg.SnapshotChunk)
-	if err != nil {
-		s.cfg.Logger.Warn("snapshot not sent", "shard", shardID, "to", m.To, "err", err)
-		r.ReportSnapshot(m.To, false)
-		return
-	}
-	select {
-	case s.snapSem <- struct{}{}:
-	default:
-		src.Close()
-		r.ReportSnapshot(m.To, false)
-		return
-	}
-	s.goFunc(func() {
-		defer func() { <-s.snapSem }()
-		defer src.Close()
-		ctx, cancel := context.WithTimeout(s.ctx, 30*time.Minute)
-		defer cancel()
-		err := s.tr.SendSnapshot(ctx, m.To, transport.Envelope{ShardID: shardID, Msg: m}, src)
-		chunks, size, largest := src.Stats()
-		if err != nil {
-			s.cfg.Logger.Warn("snapshot send failed", "shard", shardID, "to", m.To, "err", err)
-		} else {
-			s.cfg.Logger.Info("snapshot sent", "shard", shardID, "to", m.To,
-				"index", m.Snapshot.Metadata.Index, "bytes", size, "chunks", chunks, "largest_chunk", largest)
-		}
-		r.ReportSnapshot(m.To, err == nil)
-	})
 }
 
 // Unreachable is the transport's callback for lost messages.
