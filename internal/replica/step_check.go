@@ -3,9 +3,11 @@ package replica
 import "go.etcd.io/raft/v3/raftpb"
 
 // admitLocked drops, before raft steps them, the messages of other nodes
-// that name log positions this replica cannot have: etcd raft trusts its
-// peers and panics on some of them (a heartbeat whose commit index is
-// beyond the last index: "tocommit(N) is out of range [lastIndex(M)]").
+// that name log positions this replica cannot have or that only a leader
+// may take: etcd raft trusts its peers and panics on some of them (a
+// heartbeat whose commit index is beyond the last index: "tocommit(N) is
+// out of range [lastIndex(M)]"; a leader transfer request reaching a
+// follower).
 // Messages that need no state to check were checked by the store already
 // (sender, type, term bound, entry indexes, conf states).
 //
@@ -29,6 +31,11 @@ func (r *Replica) admitLocked(msgs []raftpb.Message) []raftpb.Message {
 			// higher term passes: raft then steps down without reading
 			// its index.
 			ok = m.Reject || m.Index <= lo || m.Term > r.term.Load()
+		case raftpb.MsgTransferLeader:
+			// Only a leader acts on it. A follower forwards it to its
+			// leader, and raft panics sending a forwarded message that
+			// has a term ("term should not be set when sending").
+			ok = r.leader.Load() == r.cfg.NodeID && m.Term == r.term.Load()
 		case raftpb.MsgApp:
 			if n := len(m.Entries); n > 0 {
 				lo = min(lo, m.Entries[n-1].Index)
