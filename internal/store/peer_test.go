@@ -171,3 +171,59 @@ func TestForgedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// snapshotStream opens a snapshot stream to node 1 as node 2 would and
+// sends the header and chunks.
+func forgedSnapshot(t *testing.T, forger *transport.GRPC, m raftpb.Message, chunks ...[]byte) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return forger.SendSnapshot(ctx, 1, transport.Envelope{ShardID: 1, Msg: m}, &chunkList{chunks})
+}
+
+type chunkList struct{ c [][]byte }
+
+func (l *chunkList) Next() ([]byte, error) {
+	if len(l.c) == 0 {
+		return nil, io.EOF
+	}
+	b := l.c[0]
+	l.c = l.c[1:]
+	return b, nil
+}
+
+// A snapshot stream is checked like a raft message before its data is
+// read: from a node that is not a replica, or with a conf state raft
+// cannot take or that leaves this node out, it is refused and counted,
+// and nothing changes.
+func TestForgedSnapshotsAreRefused(t *testing.T) {
+	st, _, forger := peerNode(t)
+	snap := func(from uint64, cs raftpb.ConfState) raftpb.Message {
+		return raftpb.Message{Type: raftpb.MsgSnap, From: from, To: 1, Term: 6,
+			Snapshot: &raftpb.Snapshot{Metadata: raftpb.SnapshotMetadata{Index: 1000, Term: 6, ConfState: cs}}}
+	}
+	cases := []struct {
+		name string
+		m    raftpb.Message
+		why  int
+	}{
+		{"not a replica", snap(9, raftpb.ConfState{Voters: []uint64{1, 2, 3}}), DropNotReplica},
+		{"without this node", snap(2, raftpb.ConfState{Voters: []uint64{2, 3}}), DropMalformed},
+		{"unknown node in the conf state", snap(2, raftpb.ConfState{Voters: []uint64{1, 2, 7}}), DropMalformed},
+		{"voter and learner at once", snap(2, raftpb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{2}}), DropMalformed},
+		{"joint configuration", snap(2, raftpb.ConfState{Voters: []uint64{1, 2}, VotersOutgoing: []uint64{2, 3}}), DropMalformed},
+	}
+	want := st.Dropped()
+	for _, c := range cases {
+		if err := forgedSnapshot(t, forger, c.m, []byte{1, 'k', 1, 'v'}); err == nil {
+			t.Fatalf("%s: snapshot accepted", c.name)
+		}
+		want[c.why]++
+		if got := st.Dropped(); got != want {
+			t.Fatalf("%s: drops %v, want %v", c.name, got, want)
+		}
+	}
+	if a := st.Replica(1).Applied(); a != raftlog.InitIndex {
+		t.Fatalf("applied index moved to %d", a)
+	}
+}

@@ -134,6 +134,10 @@ func validSnapshot(d shard.Descriptor, self uint64, m *raftpb.Message) bool {
 		return false
 	}
 	cs := md.ConfState
+	// Cairn makes no membership changes yet, so no joint configuration.
+	if len(cs.VotersOutgoing) > 0 || len(cs.LearnersNext) > 0 || cs.AutoLeave {
+		return false
+	}
 	member := false
 	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.VotersOutgoing, cs.LearnersNext} {
 		for _, id := range ids {
@@ -146,8 +150,14 @@ func validSnapshot(d shard.Descriptor, self uint64, m *raftpb.Message) bool {
 	if !member || len(cs.Voters) == 0 {
 		return false
 	}
-	_, _, err := confchange.Restore(confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: md.Index}, cs)
-	return err == nil
+	// Raft restores the conf state and asserts the result is equivalent:
+	// a node both voter and learner passes the first and fails the second.
+	cfg, prs, err := confchange.Restore(confchange.Changer{Tracker: tracker.MakeProgressTracker(1, 0), LastIndex: md.Index}, cs)
+	if err != nil {
+		return false
+	}
+	got := (&tracker.ProgressTracker{Config: cfg, Progress: prs}).ConfState()
+	return cs.Equivalent(got) == nil
 }
 
 // keysInside reports whether every command of an entry decodes and writes
