@@ -32,6 +32,12 @@ var (
 	ErrInvalidArgument = errors.New("kv: invalid argument")
 	// ErrStopped: the node is shutting down. HTTP 503.
 	ErrStopped = errors.New("kv: node stopping")
+	// ErrWrongShard: the node holding the shard refused the request
+	// because its descriptor disagrees with this node's routing (the key
+	// is outside the shard's range there, or the epoch differs): the
+	// shard maps differ. Nothing was done; retrying the same route cannot
+	// help until the maps agree. HTTP 503.
+	ErrWrongShard = errors.New("kv: request routed to a shard that does not own the key")
 )
 
 // Consistency of a read.

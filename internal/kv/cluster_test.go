@@ -66,6 +66,9 @@ func (a *adapter) HandleRaft(envs []transport.Envelope) {
 	}
 	a.st.HandleRaft(envs)
 }
+func (a *adapter) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
+	return a.st.HandleSnapshot(ctx, env, next)
+}
 func (a *adapter) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	return a.coord.HandleRequest(ctx, req)
 }

@@ -50,6 +50,8 @@ type Coordinator struct {
 	started time.Time
 	// lastID is the time part of the last request id this node made.
 	lastID atomic.Int64
+	// refused counts requests refused for a wrong shard (handle.go).
+	refused atomic.Uint64
 
 	mu struct {
 		sync.Mutex
@@ -248,6 +250,8 @@ func statusErr(resp *wire.Response) error {
 		return ErrStopped
 	case wire.StatusInvalid:
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, resp.Message)
+	case wire.StatusWrongShard:
+		return fmt.Errorf("%w: %s", ErrWrongShard, resp.Message)
 	default:
 		return fmt.Errorf("kv: remote error (status %d): %s", resp.Status, resp.Message)
 	}

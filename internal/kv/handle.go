@@ -3,10 +3,12 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -38,6 +40,9 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	if r == nil {
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
 	}
+	if resp := c.checkRoute(r, req); resp != nil {
+		return resp
+	}
 	switch req.Kind {
 	case wire.KindWrite:
 		return c.execWrite(ctx, r, req)
@@ -52,6 +57,55 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 		return &wire.Response{Status: wire.StatusOK, Index: r.Applied()}
 	}
 	return &wire.Response{Status: wire.StatusInvalid, Message: "unknown request kind"}
+}
+
+// checkRoute refuses (StatusWrongShard) a request the shard must not
+// serve: one carrying a descriptor epoch (0: none, as from older nodes)
+// other than the local replica's, or whose key — for a write, the key of
+// the command that would be applied — is outside the shard's token range.
+// Without it, a request naming any shard would write any key into that
+// shard's replicas, which do not own it.
+func (c *Coordinator) checkRoute(r *replica.Replica, req *wire.Request) *wire.Response {
+	d := r.Desc()
+	if req.Epoch != 0 && req.Epoch != d.Epoch {
+		return c.refuse("shard %d is at epoch %d, the request names epoch %d", d.ID, d.Epoch, req.Epoch)
+	}
+	var key []byte
+	switch req.Kind {
+	case wire.KindWrite:
+		if req.Decoded == nil {
+			cmd := new(wire.Command)
+			if err := cmd.Unmarshal(req.Command); err != nil {
+				return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+			}
+			req.Decoded = cmd
+		}
+		key = req.Decoded.Key
+	case wire.KindRead, wire.KindReadLocal:
+		key = req.Key
+	default:
+		return nil
+	}
+	if !d.Contains(shard.Token(key)) {
+		return c.refuse("key %q is outside shard %d's token range", truncKey(key), d.ID)
+	}
+	return nil
+}
+
+func (c *Coordinator) refuse(format string, args ...any) *wire.Response {
+	c.refused.Add(1)
+	return &wire.Response{Status: wire.StatusWrongShard, Message: fmt.Sprintf(format, args...)}
+}
+
+// Refused counts the requests refused because their shard does not own
+// their key or their epoch is not the shard's.
+func (c *Coordinator) Refused() uint64 { return c.refused.Load() }
+
+func truncKey(k []byte) []byte {
+	if len(k) > 64 {
+		return k[:64]
+	}
+	return k
 }
 
 func (c *Coordinator) leaderGuessID(shardID uint64) uint64 {

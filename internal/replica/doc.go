@@ -27,6 +27,18 @@
 // Ready, stage step 1 into a batch) and Finish (steps 2 to 4 once the batch
 // has committed); a caller may share one batch among several shards.
 //
+// Snapshots. Raft's Storage.Snapshot pins an engine snapshot and returns
+// only metadata and a header naming it (snapshot.go); the store streams
+// its data with OpenSnapshot, outside the lock. A received snapshot is
+// spilled to sstables by ReceiveSnapshot and installed in step 1 by one
+// atomic ingestion (snapshot_recv.go). The protocol is described in
+// package transport.
+//
+// Peers are not trusted: before raft steps a message, admitLocked drops
+// those naming log positions this replica cannot have (raft would panic
+// on a heartbeat committing beyond its last index); the store has checked
+// everything that needs no raft state.
+//
 // Concurrency. Other goroutines never touch the RawNode: Propose, Read,
 // Step and Tick append to an inbox under a small mutex and ask the scheduler
 // (Config.Enqueue) to run Process, which one worker at a time executes. The

@@ -49,6 +49,7 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 		return nil, false
 	}
 	r.mu.Lock()
+	r.settleSnapshotsLocked()
 	r.drainLocked()
 	if !r.mu.rn.HasReady() {
 		r.publishLocked()
@@ -66,7 +67,7 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 	}
 	// 1. Persist (staged; the caller commits).
 	if rr.hasSnap {
-		if err := r.stageSnapshot(b, rd.Snapshot); err != nil {
+		if err := r.stageSnapshot(b, rd.Snapshot, rd.HardState); err != nil {
 			panic("replica: bad snapshot: " + err.Error())
 		}
 	}
@@ -97,6 +98,7 @@ func (r *Replica) drainLocked() {
 	r.in.msgs, r.in.props, r.in.reads, r.in.reports = nil, nil, nil, nil
 	r.in.ticks, r.in.campaign = 0, false
 	r.in.Unlock()
+	msgs = r.admitLocked(msgs)
 
 	for _, f := range reports {
 		f(rn)

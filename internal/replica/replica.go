@@ -141,6 +141,8 @@ type Replica struct {
 	readyNanos atomic.Int64
 	applied    atomic.Uint64
 	stopped    atomic.Bool
+	// peer: snapshots in flight and refused messages (snapshot*.go).
+	peer peerState
 
 	in struct {
 		sync.Mutex
@@ -339,6 +341,7 @@ func (r *Replica) Stop() {
 	}
 	r.in.props, r.in.reads = nil, nil
 	r.in.Unlock()
+	r.closeSnapshots()
 }
 
 // LogBounds returns the first and last index held in the raft log.

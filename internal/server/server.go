@@ -367,6 +367,10 @@ type handler struct {
 
 func (h *handler) HandleRaft(envs []transport.Envelope) { h.store.HandleRaft(envs) }
 
+func (h *handler) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
+	return h.store.HandleSnapshot(ctx, env, next)
+}
+
 func (h *handler) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	if h.coord == nil {
 		return &wire.Response{Status: wire.StatusStopping}

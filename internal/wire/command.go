@@ -128,6 +128,10 @@ const (
 	// StatusRequestIDReused: the request id names an earlier, different
 	// write; nothing was applied.
 	StatusRequestIDReused Status = 11
+	// StatusWrongShard: the receiver's descriptor of the shard disagrees
+	// with the request (a key outside its token range, another epoch);
+	// nothing was done.
+	StatusWrongShard Status = 12
 )
 
 // Result is the outcome of an applied command; it is stored in the dedup
