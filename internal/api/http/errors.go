@@ -42,6 +42,11 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 	case errors.Is(err, kv.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())
+	case errors.Is(err, kv.ErrWrongShard):
+		// Two nodes' shard maps disagree (a descriptor changed); routing
+		// settles, so the client retries.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "wrong_shard", err.Error())
 	case errors.Is(err, kv.ErrStopped):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "stopping", err.Error())
