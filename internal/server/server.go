@@ -247,11 +247,13 @@ func (s *Server) build() error {
 		nodeTr = s.faulty
 	}
 	st.SetTransport(nodeTr)
-	s.coord = kv.New(kv.Config{
+	if s.coord, err = kv.New(kv.Config{
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
 		Replication: id.Replication, Map: id.Map, Store: st, Engine: s.eng, Transport: nodeTr,
 		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log,
-	})
+	}); err != nil {
+		return err
+	}
 	h.coord = s.coord
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
