@@ -133,10 +133,45 @@ func (f faults) DiskStall(d time.Duration) {
 	f.s.eng.SetCommitDelay(d)
 }
 
+// EnsureDefaults returns c with its zero fields set to their defaults.
+// The limits and timings left at zero take their components' defaults
+// (internal/api/http, internal/store, internal/storage).
+func (c Config) EnsureDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.GroupCommitDelay > 0 && c.GroupCommitWrites == 0 {
+		c.GroupCommitWrites = 256
+	}
+	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("server: the node id is required (a positive integer)")
+	case c.DataDir == "":
+		return errors.New("server: a data dir is required")
+	case c.HTTPAddr == "":
+		return errors.New("server: an HTTP address is required")
+	case c.Replication < 1:
+		return fmt.Errorf("server: replication %d: want at least 1", c.Replication)
+	case c.Shards < 0:
+		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
+	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
+		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
+	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
+		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
+	}
+	return nil
+}
+
 // New opens the node's data and builds every component; Start serves.
 func New(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
