@@ -250,10 +250,22 @@ func TestBodyOverLimit(t *testing.T) {
 	if r.Status != 413 || r.Header.Get("Connection") != "close" {
 		t.Fatalf("got %d %v", r.Status, r.Header)
 	}
-	// A chunked body over the limit: the handler's read fails past it.
-	_, br = raw(t, addr, "PUT /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n"+strings.Repeat("y", 32)+"\r\n0\r\n\r\n")
-	if r := mustAnswer(t, br); r.Status != 200 || len(r.Body) != len("PUT /big ")+11 || r.Header.Get("Connection") != "close" {
+}
+
+// A chunked body over the limit is answered 413 by the server as soon as
+// a chunk passes it, without calling the handler (which would read a
+// made-up body of the limit's size) and without reading further.
+func TestChunkedBodyOverLimitRefused(t *testing.T) {
+	var calls atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); echo(w, r) })
+	addr := start(t, &Server{Handler: h, MaxBodyBytes: 10})
+	c, br := raw(t, addr, "PUT /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n"+strings.Repeat("y", 8)+"\r\n20\r\n")
+	go io.WriteString(c, strings.Repeat("y", 32)+"\r\n0\r\n\r\n") // the client goes on sending
+	if r := mustAnswer(t, br); r.Status != 413 || r.Header.Get("Connection") != "close" {
 		t.Fatalf("chunked over the limit: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times for a chunked body over the limit", n)
 	}
 }
 
