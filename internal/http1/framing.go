@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"sync/atomic"
@@ -33,6 +34,7 @@ type framer struct {
 	request bool
 
 	length    int64
+	clText    string // the first Content-Length as written
 	cl, te    bool
 	closeConn bool
 	keepAlive bool
@@ -42,14 +44,19 @@ type framer struct {
 func (fr *framer) field(name, value []byte) error {
 	switch {
 	case bytes.EqualFold(name, []byte("Content-Length")):
+		if fr.cl {
+			// A repeated Content-Length must repeat the value as written
+			// ("5" and "05" differ), as net/http requires.
+			if string(value) != fr.clText {
+				return protoErr(http.StatusBadRequest, "differing Content-Length values")
+			}
+			return nil
+		}
 		n, err := parseLength(value)
 		if err != nil {
 			return err
 		}
-		if fr.cl && n != fr.length {
-			return protoErr(http.StatusBadRequest, "differing Content-Length values")
-		}
-		fr.cl, fr.length = true, n
+		fr.cl, fr.length, fr.clText = true, n, string(value)
 	case bytes.EqualFold(name, []byte("Transfer-Encoding")):
 		// Only "chunked", once: a list of codings or a repeated field is
 		// refused as net/http does.
@@ -90,14 +97,15 @@ func (fr *framer) result() (f bodyFraming, closeConn bool, err error) {
 	return f, fr.closeConn || !(fr.minor >= 1 || fr.keepAlive), nil
 }
 
-// parseLength parses a Content-Length value: decimal digits only.
+// parseLength parses a Content-Length value: decimal digits only, below
+// 2^63.
 func parseLength(s []byte) (int64, error) {
-	if len(s) == 0 || len(s) > 18 {
+	if len(s) == 0 {
 		return 0, protoErr(http.StatusBadRequest, "bad Content-Length %q", truncate(s))
 	}
 	var n int64
 	for _, c := range s {
-		if c < '0' || c > '9' {
+		if c < '0' || c > '9' || n > (math.MaxInt64-int64(c-'0'))/10 {
 			return 0, protoErr(http.StatusBadRequest, "bad Content-Length %q", truncate(s))
 		}
 		n = n*10 + int64(c-'0')
@@ -277,7 +285,7 @@ func chunkLine(br *bufio.Reader) ([]byte, error) {
 	case err != nil:
 		return nil, err
 	}
-	if i := bytes.IndexByte(l, '\r'); i != len(l)-2 {
+	if len(l) < 2 || bytes.IndexByte(l, '\r') != len(l)-2 {
 		return nil, protoErr(http.StatusBadRequest, "chunk line not ended by CRLF")
 	}
 	return l[:len(l)-2], nil
@@ -291,6 +299,10 @@ func readTrailer(br *bufio.Reader) error {
 	for {
 		l, err := chunkLine(br)
 		if err != nil {
+			var pe *ProtocolError
+			if errors.As(err, &pe) {
+				pe.Msg = "trailer: " + pe.Msg
+			}
 			return err
 		}
 		if budget -= len(l) + 2; budget < 0 {

@@ -29,15 +29,11 @@ type head struct {
 // Expect. The request's context is ctx.
 func readHead(ctx context.Context, br *bufio.Reader, maxHeader int) (h head, err error) {
 	lr := &lineReader{br: br, budget: maxHeader}
-	var line []byte
-	for {
-		// RFC 9112 §2.2: ignore at least one empty line before a request.
-		if line, err = lr.line(); err != nil {
-			return h, err
-		}
-		if len(line) > 0 {
-			break
-		}
+	// No empty lines before a request (RFC 9112 §2.2 allows ignoring
+	// them; net/http refuses them, and so does this server).
+	line, err := lr.line()
+	if err != nil {
+		return h, err
 	}
 	m1 := bytes.IndexByte(line, ' ')
 	m2 := bytes.LastIndexByte(line, ' ')
