@@ -160,6 +160,13 @@ type bodyBuf struct {
 func (b *bodyBuf) readN(br *bufio.Reader, n, limit int64) error {
 	for n > 0 {
 		if len(b.buf) == cap(b.buf) {
+			// Grow only once a byte is there to fill it.
+			if _, err := br.Peek(1); err != nil {
+				if errors.Is(err, io.EOF) {
+					err = io.ErrUnexpectedEOF
+				}
+				return err
+			}
 			if err := b.grow(min(max(int64(cap(b.buf)), minGrow), limit-int64(len(b.buf)))); err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -79,8 +80,10 @@ type Server struct {
 	}
 	// bodies counts the request body bytes held (BodyBudget).
 	bodies byteBudget
-	h2lis  *chanListener
-	wg     sync.WaitGroup
+	// refusing counts connections over MaxConns being answered.
+	refusing atomic.Int32
+	h2lis    *chanListener
+	wg       sync.WaitGroup
 	// work hands requests to idle handler goroutines.
 	work chan func()
 }
@@ -204,6 +207,13 @@ func (s *Server) Serve(l net.Listener) error {
 		s.wg.Add(1)
 		s.mu.Unlock()
 		if full {
+			if s.refusing.Add(1) > maxRefusing {
+				// A flood: close without an answer.
+				s.refusing.Add(-1)
+				s.wg.Done()
+				nc.Close()
+				continue
+			}
 			go s.refuse(nc)
 			continue
 		}
@@ -211,9 +221,14 @@ func (s *Server) Serve(l net.Listener) error {
 	}
 }
 
+// maxRefusing bounds the connections over MaxConns being answered 503 at
+// once; beyond it they are closed at once.
+const maxRefusing = 64
+
 // refuse answers a connection over MaxConns 503 and closes it.
 func (s *Server) refuse(nc net.Conn) {
 	defer s.wg.Done()
+	defer s.refusing.Add(-1)
 	s.logf("http1: too many connections", "remote", nc.RemoteAddr().String())
 	w := &responseWriter{header: make(http.Header, 2)}
 	w.header.Set("Retry-After", "1")
