@@ -61,7 +61,7 @@
 // Transfer-Encoding with Content-Length, Transfer-Encoding in HTTP/1.0,
 // obs-fold, a missing Host, header fields that are not tokens, header
 // size limits, trailer lines not ending in CRLF, an Expect other than
-// 100-continue, versions other than HTTP/1.x, CONNECT's authority form.
+// 100-continue, versions other than HTTP/1.x, CONNECT (501: no tunnels).
 // Chunk lines must end in CRLF; a repeated Content-Length must repeat the
 // same text; empty lines before a request are refused.
 //

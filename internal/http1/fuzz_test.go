@@ -78,11 +78,11 @@ func stricter(err error, req *http.Request) (string, bool) {
 	}
 	switch {
 	case strings.Contains(pe.Msg, "missing or repeated Host header"):
-		return "HTTP/1.1 without Host (net/http's server refuses it too)", req.ProtoMinor >= 1 && len(req.Header["Host"]) == 0 && req.Host == ""
+		return "HTTP/1.1 without Host (net/http's server refuses it too)", req.ProtoMinor >= 1 && len(req.Header["Host"]) == 0
 	case strings.Contains(pe.Msg, "both Transfer-Encoding and Content-Length"):
 		return "Transfer-Encoding with Content-Length (net/http drops the length)", true
 	case strings.Contains(pe.Msg, "Transfer-Encoding in an HTTP/1.0 request"),
-		pe.Status == http.StatusNotImplemented && req.ProtoMinor == 0:
+		strings.Contains(pe.Msg, "unsupported Transfer-Encoding") && req.ProtoMinor == 0:
 		return "Transfer-Encoding in HTTP/1.0 (net/http ignores it)", req.ProtoMinor == 0
 	case strings.Contains(pe.Msg, "obsolete header line folding"):
 		return "obs-fold (net/http joins the lines)", true
@@ -96,8 +96,8 @@ func stricter(err error, req *http.Request) (string, bool) {
 		return "versions other than HTTP/1.x (net/http's server refuses them too)", req.ProtoMajor != 1
 	case strings.Contains(pe.Msg, "invalid header name") || strings.Contains(pe.Msg, "malformed header line"):
 		return "header names that are not tokens (net/http keeps some, such as a space before the colon)", true
-	case strings.Contains(pe.Msg, "malformed request target"):
-		return "targets url.ParseRequestURI refuses (net/http takes CONNECT's authority form)", req.Method == http.MethodConnect
+	case strings.Contains(pe.Msg, "CONNECT is not supported"):
+		return "CONNECT (no tunnels)", req.Method == http.MethodConnect
 	}
 	return "", false
 }
@@ -170,6 +170,9 @@ var smugglingSeeds = []string{
 	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX\r\n0\r\n\r\n",
 	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nContent-Length: 5\r\n\r\n",
 	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: a\nY: b\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;" + strings.Repeat("e", 5000) + "\r\nx\r\n0\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n" + strings.Repeat("1;"+strings.Repeat("e", 100)+"\r\nx\r\n", 200) + "0\r\n\r\n",
+	"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: " + strings.Repeat("t", 5000) + "\r\n\r\n",
 	// Header limits, request lines, versions.
 	"GET / HTTP/1.1\r\nHost: x\r\nX: " + strings.Repeat("a", 5000) + "\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: x\r\n" + strings.Repeat("X: a\r\n", 300) + "\r\n",
@@ -178,6 +181,7 @@ var smugglingSeeds = []string{
 	"GET / HTTP/1.2\r\nHost: x\r\n\r\n",
 	"GET / HTTP/2.0\r\nHost: x\r\n\r\n",
 	"GET http://h/p HTTP/1.1\r\nHost: x\r\n\r\n",
+	"GET http://h/p HTTP/1.1\r\n\r\n",
 	"CONNECT h:443 HTTP/1.1\r\nHost: h:443\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n",
 	"GET / HTTP/1.1\r\nHost: x\r\nX: a\x01b\r\n\r\n",

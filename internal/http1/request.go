@@ -44,6 +44,10 @@ func readHead(ctx context.Context, br *bufio.Reader, maxHeader int) (h head, err
 	if !isToken(method) {
 		return h, protoErr(http.StatusBadRequest, "invalid method %q", truncate(method))
 	}
+	if string(method) == http.MethodConnect {
+		// No tunnels here (and net/http reads CONNECT's target otherwise).
+		return h, protoErr(http.StatusNotImplemented, "CONNECT is not supported")
+	}
 	minor, ok := parseVersion(version)
 	if !ok {
 		if bytes.HasPrefix(version, []byte("HTTP/")) {

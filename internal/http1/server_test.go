@@ -215,6 +215,7 @@ func TestMalformedRequests(t *testing.T) {
 		"lengths as written": {"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 03\r\n\r\nabc", 400},
 		"control in value":   {"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", 400},
 		"TE in HTTP/1.0":     {"PUT / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		"connect":            {"CONNECT A:A HTTP/1.1\r\nHost: A:A\r\n\r\n", 501},
 		"expect other":       {"PUT / HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\nx", 417},
 		"header too large":   {"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", 431},
 		"bad target":         {"GET nopath HTTP/1.1\r\nHost: x\r\n\r\n", 400},
