@@ -43,6 +43,9 @@ type Config struct {
 	MaxKeySize     int
 	MaxValueSize   int
 	MaxInflight    int
+	// MaxConns bounds the HTTP/1 client connections served at once (503
+	// and close beyond). 0: 4096 (internal/http1's default).
+	MaxConns int
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
 	// UnsafeNoSync disables fsync: acknowledged writes can be lost.
@@ -316,6 +319,7 @@ func (s *Server) build() error {
 		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
 		MaxPipeline:       h1Pipeline,
+		MaxConns:          cfg.MaxConns,
 		MaxBodyBytes:      int64(acfg.MaxValueSize),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -359,7 +359,7 @@ func TestUncleanKeyPathsStillGoThroughTheMux(t *testing.T) {
 
 func TestProtocolErrorsAreJSON(t *testing.T) {
 	for status, code := range map[int]string{400: "bad_request", 413: "value_too_large", 417: "expectation_failed",
-		431: "header_too_large", 501: "not_implemented", 505: "version_not_supported"} {
+		431: "header_too_large", 501: "not_implemented", 503: "overloaded", 505: "version_not_supported"} {
 		w := httptest.NewRecorder()
 		WriteProtocolError(w, status, "why")
 		if got := errCode(t, resp{w.Code, w.Header(), w.Body.String()}); w.Code != status || got != code {
