@@ -164,7 +164,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
 	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
 		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
-	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
+	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
 	return nil
