@@ -303,7 +303,10 @@ func (s *Server) build() error {
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
 	}
-	api := httpapi.New(s.coord, acfg)
+	api, err := httpapi.New(s.coord, acfg)
+	if err != nil {
+		return err
+	}
 	s.lis, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
