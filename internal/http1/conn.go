@@ -31,6 +31,11 @@ type conn struct {
 	cancel context.CancelFunc
 	// deadlines hands out request contexts under ctx (nil: ctx itself).
 	deadlines *deadline.Windows
+	// gone ends when the client closed its side of the connection (or the
+	// connection failed): requests already read still run and answer,
+	// but a long run (a profile, a trace) can stop (ClientGone).
+	gone       context.Context
+	clientLeft context.CancelFunc
 
 	// mu guards the answer bytes waiting on the connection
 	// (Server.MaxAnswerBytes); cond wakes the reader when they drain.
@@ -50,6 +55,8 @@ type conn struct {
 func newConn(s *Server, nc net.Conn) *conn {
 	c := &conn{s: s, nc: nc}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.gone, c.clientLeft = context.WithCancel(c.ctx)
+	c.ctx = context.WithValue(c.ctx, clientGoneKey{}, c.gone.Done())
 	c.mu.cond = sync.NewCond(&c.mu.Mutex)
 	c.mu.estimate = s.maxAnswerBytes() / 16
 	return c
@@ -241,10 +248,27 @@ func (c *conn) written(sl *slot) {
 // the pending requests finish; a broken connection cancels them.
 func (c *conn) readFailed(err error) {
 	var ne net.Error
-	if errors.Is(err, io.EOF) || c.stopping.Load() || errors.As(err, &ne) && ne.Timeout() {
+	if errors.Is(err, io.EOF) {
+		c.clientLeft()
+		return
+	}
+	if c.stopping.Load() || errors.As(err, &ne) && ne.Timeout() {
 		return
 	}
 	c.cancel()
+}
+
+type clientGoneKey struct{}
+
+// ClientGone returns a channel closed once the client of the request whose
+// context is ctx has closed its side of the HTTP/1.1 connection (or the
+// connection broke). Requests already read still run and their answers are
+// still written (a client may half-close after pipelining), so only a
+// handler that runs long and would be wasted work (a profile, a trace)
+// should stop on it. Nil (never closed) for other contexts.
+func ClientGone(ctx context.Context) <-chan struct{} {
+	ch, _ := ctx.Value(clientGoneKey{}).(<-chan struct{})
+	return ch
 }
 
 // handle runs the handler for one request and fills its slot. held is

@@ -7,6 +7,8 @@ import (
 	"net/http/pprof"
 	"strconv"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/http1"
 )
 
 // Bounds of the debug endpoints: what one request may make the node do.
@@ -71,11 +73,20 @@ func (a *api) profiling(h http.HandlerFunc, def, max int) http.Handler {
 }
 
 // runContext is the context of a long run started by a request with
-// context rc: it ends after d, when rc is canceled (the client went;
-// rc's own deadline, the request timeout, does not count) or when the
-// node stops (Config.Stopping).
+// context rc: it ends after d, when rc is canceled or its HTTP/1.1 client
+// closed the connection (the client went; rc's own deadline, the request
+// timeout, does not count) or when the node stops (Config.Stopping).
 func (a *api) runContext(rc context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rc), d)
+	if gone := http1.ClientGone(rc); gone != nil {
+		go func() {
+			select {
+			case <-gone:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
 	stopClient := context.AfterFunc(rc, func() {
 		if !errors.Is(rc.Err(), context.DeadlineExceeded) {
 			cancel()
