@@ -69,6 +69,9 @@ func (e *Engine) SetCommitDelay(d time.Duration) { e.stall.Store(int64(d)) }
 // Open opens (creating if needed) the engine in dir.
 func Open(dir string, opts Options) (*Engine, error) {
 	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
 	cache := pebble.NewCache(opts.CacheSize)
 	po := &pebble.Options{
 		Cache:              cache,
