@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
+	"github.com/cockroachdb/pebble/v2/vfs"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -36,6 +37,10 @@ type Options struct {
 	// least time since the previous sync: commits that ask for a sync
 	// within it wait and share the next one (group commit). Nil: none.
 	SyncDelay func() time.Duration
+	// FS is the filesystem the engine lives on. Nil: the operating
+	// system's (vfs.Default). Tests pass an in-memory one (vfs.NewMem,
+	// or vfs.NewCrashableMem to simulate losing unsynced writes).
+	FS vfs.FS
 }
 
 // EnsureDefaults fills zero fields.
@@ -74,6 +79,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{},
 		WALMinSyncInterval: opts.SyncDelay,
+		FS:                 opts.FS,
 	}
 	// Bloom filters on every level: applying a write reads the key's
 	// current value, and for a new key that read would otherwise visit

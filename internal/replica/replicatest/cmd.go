@@ -1,0 +1,334 @@
+package replicatest
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cockroachdb/datadriven"
+)
+
+// Handle runs one datadriven command (see doc.go) and returns its output.
+// An error is printed as the output ("error: ..."), so scripts can show
+// refused commands too.
+func (e *Env) Handle(td *datadriven.TestData) string {
+	if err := e.handle(td); err != nil {
+		e.printf("error: %v", err)
+	}
+	return e.takeOutput()
+}
+
+func (e *Env) handle(td *datadriven.TestData) error {
+	a := args(td)
+	switch td.Cmd {
+	case "add-nodes":
+		var cfg nodeConfig
+		var err error
+		n := a.int("n", 3, &err)
+		cfg.ElectionTick = a.int("election", 0, &err)
+		cfg.HeartbeatTick = a.int("heartbeat", 0, &err)
+		cfg.TruncateThreshold = uint64(a.int("truncate-threshold", 1<<20, &err))
+		cfg.TruncateKeep = uint64(a.int("truncate-keep", 0, &err))
+		cfg.TruncateBytes = uint64(a.int("truncate-bytes", 1<<30, &err))
+		cfg.DedupTTL = a.duration("dedup-ttl", 0, &err)
+		if err != nil {
+			return err
+		}
+		return e.AddNodes(n, cfg)
+	case "campaign":
+		return e.eachNode(a, false, func(nd *Node) error {
+			nd.Replica.Campaign()
+			_, err := e.ProcessReady(nd.ID)
+			return err
+		})
+	case "transfer-leadership":
+		var err error
+		from, to := uint64(a.int("from", 0, &err)), uint64(a.int("to", 0, &err))
+		if err != nil {
+			return err
+		}
+		nd, err := e.node(from)
+		if err != nil {
+			return err
+		}
+		nd.Replica.TransferLeadership(to)
+		_, err = e.ProcessReady(from)
+		return err
+	case "propose":
+		return e.eachNode(a, false, func(nd *Node) error {
+			var err error
+			cmd := wire.Command{Op: wire.OpPut, Key: []byte(a.str("key", "k")), Value: []byte(a.str("value", ""))}
+			if a.has("delete") {
+				cmd.Op = wire.OpDelete
+			}
+			if id := a.str("id", ""); id != "" {
+				cmd.RequestID = []byte(id)
+			}
+			if v := a.int("if-match", -1, &err); v >= 0 {
+				cmd.Cond, cmd.Version = wire.CondIfMatch, uint64(v)
+			}
+			if a.has("if-absent") {
+				cmd.Cond = wire.CondIfAbsent
+			}
+			if err != nil {
+				return err
+			}
+			_, err = e.Propose(nd.ID, cmd)
+			return err
+		})
+	case "read":
+		return e.eachNode(a, false, func(nd *Node) error {
+			_, err := e.Read(nd.ID, a.str("key", "k"), a.has("forward"))
+			return err
+		})
+	case "process-ready":
+		return e.eachNode(a, true, func(nd *Node) error {
+			_, err := e.ProcessReady(nd.ID)
+			return err
+		})
+	case "stage":
+		return e.eachNode(a, false, func(nd *Node) error {
+			ok, err := e.Stage(nd.ID)
+			if err == nil && !ok {
+				e.printf("n%d: no ready", nd.ID)
+			}
+			return err
+		})
+	case "finish":
+		return e.eachNode(a, false, func(nd *Node) error { return e.Finish(nd.ID) })
+	case "stabilize":
+		return e.Stabilize()
+	case "deliver-msgs", "drop-msgs":
+		var err error
+		f := msgFilter{from: uint64(a.int("from", 0, &err)), to: uint64(a.int("to", 0, &err)), typ: a.str("type", "")}
+		n := a.int("count", -1, &err)
+		if err != nil {
+			return err
+		}
+		msgs := e.take(f, n, a.has("random"))
+		if len(msgs) == 0 {
+			e.printf("no messages")
+		}
+		if td.Cmd == "drop-msgs" {
+			e.drop(msgs)
+		} else {
+			e.deliver(msgs)
+		}
+		return nil
+	case "msgs":
+		for _, m := range e.net.queue {
+			e.printf("%s", describe(m))
+		}
+		if len(e.net.queue) == 0 {
+			e.printf("no messages")
+		}
+		return nil
+	case "partition":
+		groups, err := a.groups()
+		if err != nil {
+			return err
+		}
+		e.partition(groups)
+		return nil
+	case "heal":
+		clear(e.net.cut)
+		return nil
+	case "tick":
+		var err error
+		n := a.int("count", 1, &err)
+		if err != nil {
+			return err
+		}
+		return e.eachNode(a, false, func(nd *Node) error { return e.Tick(nd.ID, n) })
+	case "tick-heartbeat":
+		return e.eachNode(a, false, func(nd *Node) error { return e.Tick(nd.ID, e.heartbeatTick()) })
+	case "tick-election":
+		return e.eachNode(a, false, func(nd *Node) error { return e.TickElection(nd.ID) })
+	case "crash":
+		var err error
+		pct := a.int("percent", 0, &err)
+		if err != nil {
+			return err
+		}
+		return e.eachNode(a, a.has("all"), func(nd *Node) error {
+			e.printf("n%d: crash", nd.ID)
+			return e.Crash(nd.ID, pct)
+		})
+	case "advance-clock":
+		var err error
+		d := a.duration("d", 0, &err)
+		if err != nil {
+			return err
+		}
+		e.Advance(d)
+		e.printf("clock %s", e.now.Format(time.RFC3339))
+		return nil
+	case "get":
+		key := a.str("key", "k")
+		return e.eachNode(a, true, func(nd *Node) error {
+			ver, val, ok, err := nd.get(key)
+			switch {
+			case err != nil:
+				return err
+			case !ok:
+				e.printf("n%d: %s absent", nd.ID, key)
+			default:
+				e.printf("n%d: %s=%s version=%d", nd.ID, key, val, ver)
+			}
+			return nil
+		})
+	case "status":
+		return e.eachNode(a, true, func(nd *Node) error {
+			nd.last = nd.statusLine()
+			e.printf("%s", nd.last)
+			return nil
+		})
+	case "ops":
+		for _, op := range e.ops {
+			if !op.Done() {
+				e.printf("op %d pending: %s", op.ID, op.Desc)
+			}
+		}
+		return nil
+	case "dedup":
+		return e.eachNode(a, true, func(nd *Node) error {
+			n, err := nd.dedupRecords()
+			e.printf("n%d: %d dedup groups", nd.ID, n)
+			return err
+		})
+	case "check-consistency":
+		return e.checkConsistency()
+	}
+	return fmt.Errorf("%w: unknown command %q", ErrBadCommand, td.Cmd)
+}
+
+// checkConsistency compares the data of every node that has applied as
+// far as the most advanced one.
+func (e *Env) checkConsistency() error {
+	var want string
+	var wantApplied uint64
+	for _, id := range e.ids {
+		applied, h, err := e.nodes[id].Replica.Hash()
+		if err != nil {
+			return err
+		}
+		e.printf("n%d: applied=%d hash=%s", id, applied, h)
+		if want == "" || applied > wantApplied {
+			want, wantApplied = h, applied
+		}
+	}
+	for _, id := range e.ids {
+		applied, h, _ := e.nodes[id].Replica.Hash()
+		if applied == wantApplied && h != want {
+			e.violation("n%d diverges at applied index %d", id, applied)
+		}
+	}
+	return nil
+}
+
+// eachNode runs f for the nodes named by bare numeric arguments (every
+// node if none and all is set).
+func (e *Env) eachNode(a cmdArgs, all bool, f func(*Node) error) error {
+	ids := a.nodes()
+	if len(ids) == 0 {
+		if !all {
+			return fmt.Errorf("%w: which node?", ErrBadCommand)
+		}
+		ids = e.ids
+	}
+	for _, id := range ids {
+		nd, err := e.node(id)
+		if err != nil {
+			return err
+		}
+		if err := f(nd); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type cmdArgs []datadriven.CmdArg
+
+func args(td *datadriven.TestData) cmdArgs { return td.CmdArgs }
+
+func (a cmdArgs) get(key string) (string, bool) {
+	for _, c := range a {
+		if c.Key == key {
+			if len(c.Vals) == 0 {
+				return "", true
+			}
+			return c.Vals[0], true
+		}
+	}
+	return "", false
+}
+
+func (a cmdArgs) has(key string) bool { _, ok := a.get(key); return ok }
+
+func (a cmdArgs) str(key, def string) string {
+	if v, ok := a.get(key); ok {
+		return v
+	}
+	return def
+}
+
+func (a cmdArgs) int(key string, def int, errp *error) int {
+	v, ok := a.get(key)
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil && *errp == nil {
+		*errp = fmt.Errorf("%w: %s=%q: %v", ErrBadCommand, key, v, err)
+	}
+	return n
+}
+
+func (a cmdArgs) duration(key string, def time.Duration, errp *error) time.Duration {
+	v, ok := a.get(key)
+	if !ok {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil && *errp == nil {
+		*errp = fmt.Errorf("%w: %s=%q: %v", ErrBadCommand, key, v, err)
+	}
+	return d
+}
+
+// nodes lists the bare numeric arguments (node ids).
+func (a cmdArgs) nodes() []uint64 {
+	var out []uint64
+	for _, c := range a {
+		if len(c.Vals) > 0 {
+			continue
+		}
+		if n, err := strconv.ParseUint(c.Key, 10, 64); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// groups parses "1 / 2 3" into {{1}, {2, 3}}.
+func (a cmdArgs) groups() ([][]uint64, error) {
+	groups := [][]uint64{nil}
+	for _, c := range a {
+		if c.Key == "/" {
+			groups = append(groups, nil)
+			continue
+		}
+		n, err := strconv.ParseUint(strings.TrimSpace(c.Key), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%w: partition: %q is not a node", ErrBadCommand, c.Key)
+		}
+		groups[len(groups)-1] = append(groups[len(groups)-1], n)
+	}
+	if len(groups) < 2 {
+		return nil, fmt.Errorf("%w: partition needs groups separated by /", ErrBadCommand)
+	}
+	return groups, nil
+}

@@ -1,0 +1,77 @@
+package replicatest
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+
+	"github.com/cockroachdb/datadriven"
+)
+
+var seedFlag = flag.Uint64("seed", 0, "seed of the harness (default $CAIRN_HARNESS_SEED, else 1)")
+
+// seed is the seed the scripts run with: -seed, else $CAIRN_HARNESS_SEED,
+// else 1 (the golden outputs are written with 1).
+func seed(t *testing.T) uint64 {
+	if *seedFlag != 0 {
+		return *seedFlag
+	}
+	if s := os.Getenv("CAIRN_HARNESS_SEED"); s != "" {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("CAIRN_HARNESS_SEED=%q: %v", s, err)
+		}
+		return n
+	}
+	return 1
+}
+
+// runScript runs one script in its own bubble and returns the whole
+// trace.
+func runScript(t *testing.T, path string, seed uint64) string {
+	var trace strings.Builder
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("seed %d (rerun with -seed=%d or CAIRN_HARNESS_SEED=%d)", seed, seed, seed)
+			}
+		})
+		env := New(Options{Seed: seed})
+		defer env.Close()
+		datadriven.RunTest(t, path, func(t *testing.T, td *datadriven.TestData) string {
+			out := env.Handle(td)
+			trace.WriteString(td.Pos + " " + td.FullCmd() + "\n" + out + "\n")
+			return out
+		})
+		for _, v := range env.Violations() {
+			t.Errorf("violation: %s", v)
+		}
+	})
+	return trace.String()
+}
+
+func TestScripts(t *testing.T) {
+	s := seed(t)
+	datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+		if filepath.Ext(path) != ".txt" {
+			return
+		}
+		runScript(t, path, s)
+	})
+}
+
+// TestDeterministic runs a script that reorders messages at random twice
+// with the same seed: the traces are the same.
+func TestDeterministic(t *testing.T) {
+	s := seed(t)
+	path := filepath.Join("testdata", "ready_order.txt")
+	a := runScript(t, path, s)
+	b := runScript(t, path, s)
+	if a != b {
+		t.Fatalf("seed %d: two runs differ:\n--- first\n%s\n--- second\n%s", s, a, b)
+	}
+}
