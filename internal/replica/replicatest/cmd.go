@@ -102,7 +102,7 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		return e.Stabilize()
 	case "deliver-msgs", "drop-msgs":
 		var err error
-		f := msgFilter{from: uint64(a.int("from", 0, &err)), to: uint64(a.int("to", 0, &err)), typ: a.str("type", "")}
+		f := a.filter(&err)
 		n := a.int("count", -1, &err)
 		if err != nil {
 			return err
@@ -117,9 +117,22 @@ func (e *Env) handle(td *datadriven.TestData) error {
 			e.deliver(msgs)
 		}
 		return nil
+	case "hold", "release":
+		var err error
+		f := a.filter(&err)
+		if err != nil {
+			return err
+		}
+		f.held = td.Cmd == "release"
+		e.printf("%d messages %s", e.hold(f, td.Cmd == "hold"), map[bool]string{true: "held", false: "released"}[td.Cmd == "hold"])
+		return nil
 	case "msgs":
-		for _, m := range e.net.queue {
-			e.printf("%s", describe(m))
+		for _, in := range e.net.queue {
+			if in.held {
+				e.printf("%s (held)", describe(in.m))
+			} else {
+				e.printf("%s", describe(in.m))
+			}
 		}
 		if len(e.net.queue) == 0 {
 			e.printf("no messages")
@@ -297,6 +310,16 @@ func (a cmdArgs) duration(key string, def time.Duration, errp *error) time.Durat
 		*errp = fmt.Errorf("%w: %s=%q: %v", ErrBadCommand, key, v, err)
 	}
 	return d
+}
+
+// filter parses from=, to=, type= and held.
+func (a cmdArgs) filter(errp *error) msgFilter {
+	return msgFilter{
+		from: uint64(a.int("from", 0, errp)),
+		to:   uint64(a.int("to", 0, errp)),
+		typ:  a.str("type", ""),
+		held: a.has("held"),
+	}
 }
 
 // nodes lists the bare numeric arguments (node ids).

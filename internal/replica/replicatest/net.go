@@ -9,11 +9,17 @@ import (
 )
 
 // network holds the messages in flight, in the order they were sent, and
-// the cut links. A message stays in flight (held) until a command
-// delivers or drops it.
+// the cut links. A message stays in flight until a command delivers or
+// drops it; a held one (delayed) is left alone by every command that does
+// not name held messages.
 type network struct {
-	queue []raftpb.Message
+	queue []inflight
 	cut   map[[2]uint64]bool
+}
+
+type inflight struct {
+	m    raftpb.Message
+	held bool
 }
 
 // send is every node's Config.Send. It checks the Ready order (what a
@@ -36,7 +42,7 @@ func (e *Env) send(from *Node, msgs []raftpb.Message) {
 			continue
 		}
 		e.printf("send %s", describe(cp))
-		e.net.queue = append(e.net.queue, cp)
+		e.net.queue = append(e.net.queue, inflight{m: cp})
 	}
 }
 
@@ -57,10 +63,12 @@ func (e *Env) lost(m raftpb.Message) {
 type msgFilter struct {
 	from, to uint64 // 0: any
 	typ      string // "": any; else a raftpb type name without "Msg"
+	held     bool   // select held messages (only)
 }
 
-func (f msgFilter) match(m raftpb.Message) bool {
-	return (f.from == 0 || m.From == f.from) && (f.to == 0 || m.To == f.to) &&
+func (f msgFilter) match(in inflight) bool {
+	m := in.m
+	return in.held == f.held && (f.from == 0 || m.From == f.from) && (f.to == 0 || m.To == f.to) &&
 		(f.typ == "" || strings.EqualFold("Msg"+f.typ, m.Type.String()) || strings.EqualFold(f.typ, m.Type.String()))
 }
 
@@ -69,21 +77,34 @@ func (f msgFilter) match(m raftpb.Message) bool {
 func (e *Env) take(f msgFilter, n int, shuffle bool) []raftpb.Message {
 	var out []raftpb.Message
 	kept := e.net.queue[:0]
-	for _, m := range e.net.queue {
-		if f.match(m) && (n < 0 || len(out) < n) {
-			out = append(out, m)
+	for _, in := range e.net.queue {
+		if f.match(in) && (n < 0 || len(out) < n) {
+			out = append(out, in.m)
 		} else {
-			kept = append(kept, m)
+			kept = append(kept, in)
 		}
 	}
 	for i := len(kept); i < len(e.net.queue); i++ {
-		e.net.queue[i] = raftpb.Message{}
+		e.net.queue[i] = inflight{}
 	}
 	e.net.queue = kept
 	if shuffle {
 		e.rng.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
 	}
 	return out
+}
+
+// hold marks the matching messages in flight held (hold) or not
+// (release), and returns how many changed.
+func (e *Env) hold(f msgFilter, hold bool) int {
+	n := 0
+	for i := range e.net.queue {
+		if f.match(e.net.queue[i]) {
+			e.net.queue[i].held = hold
+			n++
+		}
+	}
+	return n
 }
 
 // deliver hands the messages to their receivers' inboxes (a receiver on
