@@ -13,10 +13,26 @@ import (
 // Handle runs one datadriven command (see doc.go) and returns its output.
 // An error is printed as the output ("error: ..."), so scripts can show
 // refused commands too.
+//
+// A panic (a broken assertion in the replica, a fatal storage error) is
+// printed too, as a violation; every later command then fails without
+// touching the nodes (a replica may be left locked).
 func (e *Env) Handle(td *datadriven.TestData) string {
-	if err := e.handle(td); err != nil {
-		e.printf("error: %v", err)
+	if e.panicked {
+		return "error: the environment stopped after a panic"
 	}
+	func() {
+		defer func() {
+			if p := recover(); p != nil {
+				e.panicked = true
+				e.indent = ""
+				e.violation("panic: %v", p)
+			}
+		}()
+		if err := e.handle(td); err != nil {
+			e.printf("error: %v", err)
+		}
+	}()
 	return e.takeOutput()
 }
 

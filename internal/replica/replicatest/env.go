@@ -44,20 +44,21 @@ type Options struct {
 // harness waits with synctest.Wait until each has either returned or
 // is blocked for good before it prints what changed.
 type Env struct {
-	opts    Options
-	rng     *rand.Rand
-	now     time.Time
-	nodes   map[uint64]*Node
-	ids     []uint64
-	desc    shard.Descriptor
-	cfg     nodeConfig
-	net     network
-	ops     []*Op
-	lines   []string
-	indent  string
-	acked   map[string]uint64 // key: highest version acknowledged
-	viol    []string
-	crashes int
+	opts   Options
+	rng    *rand.Rand
+	now    time.Time
+	nodes  map[uint64]*Node
+	ids    []uint64
+	desc   shard.Descriptor
+	cfg    nodeConfig
+	net    network
+	ops    []*Op
+	lines  []string
+	indent string
+	acked  map[string]uint64 // key: highest version acknowledged
+	viol   []string
+	// panicked: a command panicked; the environment does nothing more.
+	panicked bool
 }
 
 // New returns an empty environment.

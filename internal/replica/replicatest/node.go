@@ -45,7 +45,10 @@ type Node struct {
 	// (crashed) sends nothing.
 	gen    int
 	staged *stagedRound
-	last   string // the status line printed last
+	// busy: the replica is inside Stage..Finish (locked); left set by a
+	// panic, when the replica must not be touched again.
+	busy bool
+	last string // the status line printed last
 }
 
 type stagedRound struct {
@@ -90,10 +93,14 @@ func (nd *Node) sender() func(uint64, []raftpb.Message) {
 // close stops the replica and closes the engine (a clean shutdown, or the
 // end of a crashed incarnation).
 func (nd *Node) close() {
+	if nd.busy && nd.staged == nil {
+		return // wedged by a panic mid-round
+	}
 	if nd.staged != nil {
 		nd.staged.b.Close()
 		nd.Replica.Finish(nd.staged.rr)
 		nd.staged = nil
+		nd.busy = false
 	}
 	nd.Replica.Stop()
 	_ = nd.Engine.Close()

@@ -22,9 +22,11 @@ func (e *Env) Stage(id uint64) (bool, error) {
 	b := nd.Engine.NewBatch()
 	mark := len(e.lines)
 	e.indent = "  "
+	nd.busy = true
 	rr, sync := nd.Replica.Stage(b)
 	e.indent = ""
 	if rr == nil {
+		nd.busy = false
 		b.Close()
 		nd.printStatus()
 		return false, nil
@@ -61,6 +63,7 @@ func (e *Env) Finish(id uint64) error {
 	}
 	e.indent = "  "
 	nd.Replica.Finish(s.rr)
+	nd.busy = false
 	nd.printStatus()
 	e.settle()
 	e.indent = ""
