@@ -83,3 +83,21 @@ func TestDeterministic(t *testing.T) {
 		t.Fatalf("seed %d: two runs differ:\n--- first\n%s\n--- second\n%s", s, a, b)
 	}
 }
+
+// TestSeeds runs every script under a few more seeds for its invariants
+// (the random message orders and partial crashes differ from the golden
+// run's).
+func TestSeeds(t *testing.T) {
+	if *seedFlag != 0 || os.Getenv("CAIRN_HARNESS_SEED") != "" {
+		t.Skip("a seed is set: TestScripts runs it")
+	}
+	for s := uint64(2); s <= 5; s++ {
+		t.Run("seed="+strconv.FormatUint(s, 10), func(t *testing.T) {
+			datadriven.Walk(t, "testdata", func(t *testing.T, path string) {
+				if filepath.Ext(path) == ".txt" {
+					runScript(t, path, s)
+				}
+			})
+		})
+	}
+}
