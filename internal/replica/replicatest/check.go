@@ -1,6 +1,7 @@
 package replicatest
 
 import (
+	"strconv"
 	"strings"
 
 	"go.etcd.io/raft/v3/raftpb"
@@ -64,17 +65,4 @@ func checked(m raftpb.Message) bool {
 	return false
 }
 
-func itoa(u uint64) string {
-	const digits = "0123456789"
-	if u == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for u > 0 {
-		i--
-		b[i] = digits[u%10]
-		u /= 10
-	}
-	return string(b[i:])
-}
+func itoa(u uint64) string { return strconv.FormatUint(u, 10) }
