@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/HdrHistogram/hdrhistogram-go v1.2.0
+	github.com/KimMachineGun/automemlimit v0.7.5
 	github.com/anishathalye/porcupine v1.1.0
 	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/cockroachdb/datadriven v1.0.3
@@ -14,6 +15,7 @@ require (
 	github.com/spf13/pflag v1.0.9
 	go.etcd.io/etcd/client/v3 v3.6.16
 	go.etcd.io/raft/v3 v3.6.0
+	golang.org/x/term v0.47.0
 	google.golang.org/grpc v1.85.0
 )
 
@@ -41,6 +43,7 @@ require (
 	github.com/kr/text v0.2.0 // indirect
 	github.com/minio/minlz v1.0.1-0.20250507153514-87eb42fe8882 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/pbnjay/memory v0.0.0-20210728143218-7b4eea64cf58 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/prometheus/common v0.72.0 // indirect

@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -31,6 +30,9 @@ var (
 	ErrTimeout            = errors.New("cairn: timeout") // outcome unknown for writes
 	ErrOverloaded         = errors.New("cairn: overloaded")
 	ErrBadRequest         = errors.New("cairn: bad request")
+	// ErrRequestIDReused: the request id named an earlier, different write
+	// (409); nothing was written.
+	ErrRequestIDReused = errors.New("cairn: request id reused by a different write")
 )
 
 // Error is an error answer of a node.
@@ -61,7 +63,19 @@ type Options struct {
 	// (paused, partitioned) costs at most this before the next node is
 	// tried. Default Timeout/3, at least 500ms.
 	AttemptTimeout time.Duration
+	// WriteRetryWindow bounds how long a write is retried under its
+	// request id, from its first attempt, whatever Timeout says: a node
+	// remembers a request id for a bounded time, and a retry after that
+	// could apply the write again. Default and maximum
+	// MaxWriteRetryWindow.
+	WriteRetryWindow time.Duration
 }
+
+// MaxWriteRetryWindow is the longest a write is retried (see
+// Options.WriteRetryWindow). A node keeps a write's dedup record at least
+// 105 s after its first attempt (with the default dedup TTL of 2
+// minutes); this window and the node's own (30 s) stay well inside it.
+const MaxWriteRetryWindow = 30 * time.Second
 
 // Client talks to a Cairn cluster.
 type Client struct {
@@ -87,6 +101,9 @@ func New(endpoints []string, opts Options) (*Client, error) {
 	}
 	if c.opts.Timeout == 0 {
 		c.opts.Timeout = 5 * time.Second
+	}
+	if c.opts.WriteRetryWindow <= 0 || c.opts.WriteRetryWindow > MaxWriteRetryWindow {
+		c.opts.WriteRetryWindow = MaxWriteRetryWindow
 	}
 	if c.opts.AttemptTimeout == 0 {
 		c.opts.AttemptTimeout = max(c.opts.Timeout/3, 500*time.Millisecond)
@@ -151,9 +168,14 @@ func etag(resp *http.Response) uint64 {
 }
 
 // do runs one operation: on a connection error, a 503 or a 504 timeout it
-// retries on the next node with jittered backoff until the deadline.
+// retries on the next node with jittered backoff until the deadline (for
+// a write, at most WriteRetryWindow after its first attempt).
 func (c *Client) do(ctx context.Context, method string, key []byte, query string, body []byte, h http.Header, ok func(*http.Response, []byte)) error {
-	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
+	timeout := c.opts.Timeout
+	if method != http.MethodGet {
+		timeout = min(timeout, c.opts.WriteRetryWindow)
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	if h == nil {
 		h = http.Header{}
@@ -223,22 +245,5 @@ func (c *Client) once(ctx context.Context, ep, method string, key []byte, query 
 		}
 		return nil
 	}
-	e := &Error{Status: resp.StatusCode}
-	var body2 struct{ Error, Message string }
-	if json.Unmarshal(data, &body2) == nil {
-		e.Code, e.Message = body2.Error, body2.Message
-	}
-	switch resp.StatusCode {
-	case http.StatusNotFound:
-		e.kind = ErrNotFound
-	case http.StatusPreconditionFailed:
-		e.kind = ErrPreconditionFailed
-	case http.StatusServiceUnavailable:
-		e.kind = ErrOverloaded
-	case http.StatusGatewayTimeout:
-		e.kind = ErrTimeout
-	default:
-		e.kind = ErrBadRequest
-	}
-	return e
+	return errorOf(resp.StatusCode, data)
 }

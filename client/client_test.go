@@ -98,7 +98,8 @@ func TestDefiniteAnswersAreNotRetried(t *testing.T) {
 		code int
 		name string
 		want error
-	}{{404, "not_found", ErrNotFound}, {412, "precondition_failed", ErrPreconditionFailed}, {400, "bad_request", ErrBadRequest}} {
+	}{{404, "not_found", ErrNotFound}, {412, "precondition_failed", ErrPreconditionFailed}, {400, "bad_request", ErrBadRequest},
+		{409, "request_id_reused", ErrRequestIDReused}} {
 		n := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) { jsonErr(w, c.code, c.name) })
 		cl, _ := New([]string{n.srv.URL, n.srv.URL}, Options{})
 		err := cl.Delete(context.Background(), []byte("k"), 3)
@@ -151,5 +152,42 @@ func TestKeyEscapingAndVersions(t *testing.T) {
 		if !strings.HasPrefix(p, "/v1/kv/a%2Fb%25c%20d%FF") {
 			t.Fatalf("key sent as %q", p)
 		}
+	}
+}
+
+// A write is retried under its request id no longer than the write retry
+// window, however long the operation timeout: nodes remember a request id
+// for a bounded time. Reads keep the whole timeout.
+func TestWritesRetryOnlyWithinTheWindow(t *testing.T) {
+	n := newFakeNode(t, func(w http.ResponseWriter, r *http.Request) { jsonErr(w, 503, "overloaded") })
+	c, _ := New([]string{n.srv.URL}, Options{Timeout: time.Hour, WriteRetryWindow: 300 * time.Millisecond})
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Put(context.Background(), []byte("k"), nil, PutOptions{})
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, ErrTimeout) {
+			t.Fatalf("err %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a write was retried past its window")
+	}
+	n.mu.Lock()
+	ids := append([]string(nil), n.ids...)
+	n.mu.Unlock()
+	if len(ids) < 2 {
+		t.Fatalf("%d attempts: the write was not retried", len(ids))
+	}
+	for _, id := range ids {
+		if id != ids[0] {
+			t.Fatalf("retries changed the request id: %v", ids)
+		}
+	}
+	// A window above the maximum is clamped to it.
+	c, _ = New([]string{n.srv.URL}, Options{Timeout: time.Hour, WriteRetryWindow: time.Hour})
+	if c.opts.WriteRetryWindow != MaxWriteRetryWindow {
+		t.Fatalf("window %v, want %v", c.opts.WriteRetryWindow, MaxWriteRetryWindow)
 	}
 }

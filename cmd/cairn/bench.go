@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"os"
 	"os/signal"
 	"runtime/pprof"
@@ -145,8 +146,8 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	stderr := cmd.ErrOrStderr()
-	res := &bench.Result{Workload: o.workload, Target: o.target, TargetKind: bench.TargetKind(o.target),
-		Machine: bench.ThisMachine(version), StartedAt: time.Now().UTC(), Approximations: wl.Approximations(), Label: o.label}
+	res := &result.Result{Workload: o.workload, Target: o.target, TargetKind: bench.TargetKind(o.target),
+		Machine: result.ThisMachine(version), StartedAt: time.Now().UTC(), Approximations: wl.Approximations(), Label: o.label}
 	if res.Label == "" {
 		res.Label = res.TargetKind + " " + o.workload
 	}
@@ -182,7 +183,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		defer pprof.StopCPUProfile()
 	}
 	tty := isTerminal(os.Stderr)
-	var best bench.RunResult
+	var best result.RunResult
 	for i, c := range levels {
 		if len(levels) > 1 {
 			fmt.Fprintf(stderr, "sweep %d/%d: %d clients\n", i+1, len(levels), c)
@@ -192,7 +193,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		if err != nil {
 			return err
 		}
-		res.Sweep = append(res.Sweep, bench.SweepPoint{Clients: run.Clients, Conns: run.Conns, Ops: run.All.Ops,
+		res.Sweep = append(res.Sweep, result.SweepPoint{Clients: run.Clients, Conns: run.Conns, Ops: run.All.Ops,
 			Errors: run.All.Errors, Throughput: run.All.Throughput, LatencyMs: run.All.Latency})
 		if i == 0 || run.All.Throughput > best.All.Throughput {
 			best = run

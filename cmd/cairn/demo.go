@@ -1,23 +1,22 @@
 package main
 
 import (
-	"bufio"
+	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 	"github.com/spf13/cobra"
 )
 
@@ -102,14 +101,13 @@ func demoPeers(o demoOpts) ([]string, error) {
 	case o.peerPort != 0:
 		return nil, fmt.Errorf("--peer-port: ports %d-%d are not all free", o.peerPort, o.peerPort+o.nodes-1)
 	default:
-		peers = peers[:0]
-		for i := 0; i < o.nodes; i++ {
-			l, err := net.Listen("tcp", net.JoinHostPort(o.host, "0"))
-			if err != nil {
-				return nil, err
-			}
-			peers = append(peers, l.Addr().String())
-			defer l.Close()
+		hosts := make([]string, o.nodes)
+		for i := range hosts {
+			hosts[i] = o.host
+		}
+		var err error
+		if peers, err = launcher.FreeAddrs(hosts); err != nil {
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(o.dataDir, 0o755); err != nil {
@@ -121,13 +119,8 @@ func demoPeers(o demoOpts) ([]string, error) {
 	return peers, nil
 }
 
-type demoNode struct {
-	id       int
-	httpAddr string
-	peerAddr string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-}
+// demoStopTimeout bounds each node's clean stop before it is killed.
+const demoStopTimeout = 10 * time.Second
 
 func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	exe, err := os.Executable()
@@ -138,72 +131,81 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	nodes := make([]*demoNode, o.nodes)
-	var cluster []string
-	for i := range nodes {
-		n := &demoNode{id: i + 1,
-			httpAddr: net.JoinHostPort(o.host, fmt.Sprint(o.httpPort+i)),
-			peerAddr: peers[i],
-			exited:   make(chan struct{})}
-		for _, addr := range []string{n.httpAddr, n.peerAddr} {
-			l, err := net.Listen("tcp", addr)
-			if err != nil {
-				return fmt.Errorf("port %s is not free (another demo running? choose --http-port): %w", addr, err)
-			}
-			l.Close()
-		}
-		nodes[i] = n
-		cluster = append(cluster, fmt.Sprintf("%d=%s", n.id, n.peerAddr))
+	httpAddrs := make([]string, o.nodes)
+	ips := make([]string, o.nodes)
+	for i := range httpAddrs {
+		httpAddrs[i] = net.JoinHostPort(o.host, fmt.Sprint(o.httpPort+i))
+		ips[i] = o.host
 	}
 	var outMu sync.Mutex
-	var exits sync.WaitGroup
-	stopping := make(chan struct{})
-	for _, n := range nodes {
-		dir := filepath.Join(o.dataDir, fmt.Sprintf("node-%d", n.id))
-		n.cmd = exec.Command(exe, "serve", "--log-format", o.logFormat,
-			"--node-id", fmt.Sprint(n.id), "--http-addr", n.httpAddr, "--peer-addr", n.peerAddr,
-			"--initial-cluster", strings.Join(cluster, ","), "--data-dir", dir,
-			"--shards", fmt.Sprint(o.shards), "--replication", fmt.Sprint(o.replication))
-		pr, pw := io.Pipe()
-		n.cmd.Stdout, n.cmd.Stderr = pw, pw
-		if err := n.cmd.Start(); err != nil {
-			stopNodes(nodes)
-			return fmt.Errorf("start node %d: %w", n.id, err)
-		}
-		go prefixLines(pr, fmt.Sprintf("[node-%d] ", n.id), stderr, &outMu)
-		exits.Add(1)
-		go func(n *demoNode, pw *io.PipeWriter) {
-			defer exits.Done()
-			err := n.cmd.Wait()
-			pw.Close()
-			close(n.exited)
-			select {
-			case <-stopping:
-			default:
-				outMu.Lock()
-				fmt.Fprintf(stderr, "demo: node %d exited unexpectedly: %v\n", n.id, exitDesc(err))
-				outMu.Unlock()
+	var stopping atomic.Bool
+	c, err := launcher.New(launcher.Config{
+		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers,
+		Shards: o.shards, Replication: o.replication, Extra: []string{"--log-format", o.logFormat},
+		StopTimeout: demoStopTimeout,
+		Output: func(id int) io.Writer {
+			return &lineWriter{prefix: fmt.Sprintf("[node-%d] ", id), w: stderr, mu: &outMu}
+		},
+		OnExit: func(id int, err error) {
+			if stopping.Load() {
+				return
 			}
-		}(n, pw)
+			outMu.Lock()
+			fmt.Fprintf(stderr, "demo: node %d exited unexpectedly: %v\n", id, exitDesc(err))
+			outMu.Unlock()
+		},
+	})
+	if errors.Is(err, launcher.ErrAddrInUse) {
+		return fmt.Errorf("%w (another demo running? choose --http-port)", err)
 	}
-	allExited := make(chan struct{})
-	go func() { exits.Wait(); close(allExited) }()
+	if err != nil {
+		return err
+	}
+	stop := func() error {
+		stopping.Store(true)
+		return c.StopAll()
+	}
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
+	readyCtx, interrupt := context.WithCancelCause(ctx)
+	defer interrupt(nil)
+	go func() {
+		select {
+		case s := <-sig:
+			interrupt(fmt.Errorf("interrupted by %s while starting", s))
+			select { // should the cluster be ready already, the wait below sees it
+			case sig <- s:
+			default:
+			}
+		case <-readyCtx.Done():
+		}
+	}()
 
-	if err := waitDemoReady(nodes, 30*time.Second, sig); err != nil {
-		close(stopping)
-		stopNodes(nodes)
+	if err := c.StartAll(); err != nil {
+		_ = stop()
 		return err
 	}
-	printEndpoints(stdout, o, nodes)
+	if err := c.WaitReady(readyCtx, 30*time.Second); err != nil {
+		_ = stop()
+		return err
+	}
+	interrupt(nil)
+	printEndpoints(stdout, o, c)
+	allExited := make(chan struct{})
+	go func() {
+		for id := 1; id <= c.Size(); id++ {
+			<-c.Exited(id)
+		}
+		close(allExited)
+	}()
 	select {
 	case s := <-sig:
-		fmt.Fprintf(stderr, "demo: %s: stopping %d nodes\n", s, len(nodes))
-		close(stopping)
-		stopNodes(nodes)
+		fmt.Fprintf(stderr, "demo: %s: stopping %d nodes\n", s, c.Size())
+		if err := stop(); err != nil {
+			fmt.Fprintf(stderr, "demo: %v\n", err)
+		}
 		return nil
 	case <-allExited:
 		return errors.New("every node exited")
@@ -217,111 +219,54 @@ func exitDesc(err error) string {
 	return err.Error()
 }
 
-func prefixLines(r io.Reader, prefix string, w io.Writer, mu *sync.Mutex) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		mu.Lock()
-		fmt.Fprintln(w, prefix+sc.Text())
-		mu.Unlock()
-	}
+// lineWriter writes every complete line written to it to w, after prefix,
+// holding mu (shared by every node's writer, so lines never interleave).
+type lineWriter struct {
+	prefix string
+	w      io.Writer
+	mu     *sync.Mutex
+	buf    []byte
 }
 
-// stopNodes sends SIGTERM to every running node and SIGKILLs those still
-// running after 10 s.
-func stopNodes(nodes []*demoNode) {
-	for _, n := range nodes {
-		if n.cmd != nil && n.cmd.Process != nil {
-			_ = n.cmd.Process.Signal(syscall.SIGTERM)
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.buf = append(l.buf, p...)
+	for {
+		i := bytes.IndexByte(l.buf, '\n')
+		if i < 0 {
+			break
 		}
-	}
-	deadline := time.After(10 * time.Second)
-	for _, n := range nodes {
-		if n.cmd == nil || n.cmd.Process == nil {
-			continue
-		}
-		select {
-		case <-n.exited:
-		case <-deadline:
-			_ = n.cmd.Process.Kill()
-			<-n.exited
-		}
-	}
-}
-
-// waitDemoReady polls until every node answers /v1/status and node 1 sees
-// a leader for every shard.
-func waitDemoReady(nodes []*demoNode, timeout time.Duration, sig <-chan os.Signal) error {
-	hc := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(timeout)
-	missing := "nothing checked yet"
-	for time.Now().Before(deadline) {
-		missing = demoMissing(hc, nodes)
-		if missing == "" {
-			return nil
-		}
-		select {
-		case s := <-sig:
-			return fmt.Errorf("interrupted by %s while starting", s)
-		case <-time.After(200 * time.Millisecond):
-		}
-	}
-	return fmt.Errorf("cluster not ready after %v: %s", timeout, missing)
-}
-
-func demoMissing(hc *http.Client, nodes []*demoNode) string {
-	for _, n := range nodes {
-		select {
-		case <-n.exited:
-			return fmt.Sprintf("node %d exited", n.id)
-		default:
-		}
-		resp, err := hc.Get("http://" + n.httpAddr + "/v1/status")
+		l.mu.Lock()
+		_, err := fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf[:i])
+		l.mu.Unlock()
 		if err != nil {
-			return fmt.Sprintf("node %d: %v", n.id, err)
+			return 0, err
 		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Sprintf("node %d: status %d", n.id, resp.StatusCode)
-		}
+		l.buf = l.buf[i+1:]
 	}
-	resp, err := hc.Get("http://" + nodes[0].httpAddr + "/v1/cluster")
-	if err != nil {
-		return err.Error()
-	}
-	defer resp.Body.Close()
-	var ci struct {
-		Shards []struct {
-			ID     uint64 `json:"id"`
-			Leader uint64 `json:"leader"`
-		} `json:"shards"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&ci); err != nil {
-		return "cluster: " + err.Error()
-	}
-	var leaderless []string
-	for _, s := range ci.Shards {
-		if s.Leader == 0 {
-			leaderless = append(leaderless, fmt.Sprint(s.ID))
+	if len(l.buf) > 1<<20 { // a line without end: pass it on in pieces
+		l.mu.Lock()
+		_, err := fmt.Fprintf(l.w, "%s%s\n", l.prefix, l.buf)
+		l.mu.Unlock()
+		l.buf = l.buf[:0]
+		if err != nil {
+			return 0, err
 		}
 	}
-	if len(ci.Shards) == 0 || len(leaderless) > 0 {
-		return "shards without a leader: " + strings.Join(leaderless, ",")
-	}
-	return ""
+	return len(p), nil
 }
 
-func printEndpoints(w io.Writer, o demoOpts, nodes []*demoNode) {
+func printEndpoints(w io.Writer, o demoOpts, c *launcher.Cluster) {
 	shards := o.shards
 	if shards == 0 {
-		shards = len(nodes)
+		shards = c.Size()
 	}
-	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", len(nodes), shards, o.replication, o.dataDir)
-	for _, n := range nodes {
-		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.id, n.httpAddr, n.peerAddr)
+	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, o.replication, o.dataDir)
+	for id := 1; id <= c.Size(); id++ {
+		n := c.Node(id)
+		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.ID, n.HTTPAddr, n.PeerAddr)
 	}
-	a := "http://" + nodes[0].httpAddr
-	b := "http://" + nodes[len(nodes)-1].httpAddr
+	a := c.URL(1)
+	b := c.URL(c.Size())
 	fmt.Fprintf(w, `
 Try:
   curl -i -X PUT --data-binary 'hello' '%[1]s/v0/entity?id=k1'

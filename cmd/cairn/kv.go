@@ -1,14 +1,22 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
+	"net/url"
+	"os"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/spf13/cobra"
+	"golang.org/x/term"
 )
 
 type kvOpts struct {
@@ -29,18 +37,19 @@ func newKVCmd() *cobra.Command {
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the version on stderr")
 	get := &cobra.Command{Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
+			c, ctx, done, err := o.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			v, err := c.Get(cmd.Context(), []byte(args[0]), o.serializable)
+			defer done()
+			v, err := c.Get(ctx, []byte(args[0]), o.serializable)
 			if err != nil {
-				return kvErr(err)
+				return o.kvErr(ctx, err)
 			}
 			if o.verbose {
 				fmt.Fprintln(cmd.ErrOrStderr(), "version", v.Version)
 			}
-			_, err = cmd.OutOrStdout().Write(v.Value)
+			_, err = cmd.OutOrStdout().Write(forTerminal(cmd.OutOrStdout(), v.Value))
 			return err
 		}}
 	get.Flags().BoolVar(&o.serializable, "serializable", false, "read from one replica (may be stale)")
@@ -53,13 +62,14 @@ func newKVCmd() *cobra.Command {
 					return err
 				}
 			}
-			c, err := o.client()
+			c, ctx, done, err := o.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			ver, err := c.Put(cmd.Context(), []byte(args[0]), val, client.PutOptions{IfVersion: o.ifMatch, IfAbsent: o.ifAbsent})
+			defer done()
+			ver, err := c.Put(ctx, []byte(args[0]), val, client.PutOptions{IfVersion: o.ifMatch, IfAbsent: o.ifAbsent})
 			if err != nil {
-				return kvErr(err)
+				return o.kvErr(ctx, err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), ver)
 			return nil
@@ -68,12 +78,13 @@ func newKVCmd() *cobra.Command {
 	put.Flags().BoolVar(&o.ifAbsent, "if-absent", false, "write only if the key does not exist")
 	del := &cobra.Command{Use: "del KEY", Short: "Delete a key", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client()
+			c, ctx, done, err := o.client(cmd.Context())
 			if err != nil {
 				return err
 			}
-			if err := c.Delete(cmd.Context(), []byte(args[0]), o.ifMatch); err != nil {
-				return kvErr(err)
+			defer done()
+			if err := c.Delete(ctx, []byte(args[0]), o.ifMatch); err != nil {
+				return o.kvErr(ctx, err)
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), "deleted")
 			return nil
@@ -83,17 +94,85 @@ func newKVCmd() *cobra.Command {
 	return cmd
 }
 
-func (o *kvOpts) client() (*client.Client, error) {
-	c, err := client.New(strings.Split(o.endpoints, ","), client.Options{Timeout: o.timeout})
-	if err != nil {
-		return nil, usageError{err}
+// client returns a client of the endpoints and the context of one
+// operation: it ends (cause errUnreachable) as soon as every endpoint has
+// refused a connection, so that a command with no node listening fails at
+// once instead of retrying until its deadline. done releases it.
+func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context, func(), error) {
+	eps := strings.Split(o.endpoints, ",")
+	ctx, cancel := context.WithCancelCause(parent)
+	hosts := map[string]bool{}
+	for _, e := range eps {
+		if u, err := url.Parse(normalizeEndpoint(e)); err == nil {
+			hosts[u.Host] = true
+		}
 	}
-	return c, nil
+	rt := &refusals{next: http.DefaultTransport.(*http.Transport).Clone(), hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
+	c, err := client.New(eps, client.Options{Timeout: o.timeout, HTTP: &http.Client{Transport: rt}})
+	if err != nil {
+		cancel(nil)
+		return nil, nil, nil, usageError{err}
+	}
+	return c, ctx, func() { cancel(nil) }, nil
 }
 
-func kvErr(err error) error {
+// errUnreachable ends an operation whose every endpoint refused the
+// connection.
+var errUnreachable = errors.New("unreachable: every endpoint refused the connection")
+
+// refusals counts the endpoints that refused a connection since the last
+// attempt that got further; when all have, it cancels the operation.
+type refusals struct {
+	next   http.RoundTripper
+	hosts  int // distinct endpoints
+	cancel context.CancelCauseFunc
+
+	mu      sync.Mutex
+	refused map[string]bool
+}
+
+func (r *refusals) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := r.next.RoundTrip(req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		r.refused[req.URL.Host] = true
+		if len(r.refused) >= r.hosts {
+			r.cancel(errUnreachable)
+		}
+	} else {
+		clear(r.refused)
+	}
+	return resp, err
+}
+
+func normalizeEndpoint(e string) string {
+	e = strings.TrimSpace(e)
+	if !strings.HasPrefix(e, "http://") && !strings.HasPrefix(e, "https://") {
+		e = "http://" + e
+	}
+	return e
+}
+
+// kvErr is the message of a failed operation, without the client's own
+// "cairn:" prefixes (main adds one).
+func (o *kvOpts) kvErr(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), errUnreachable) {
+		return fmt.Errorf("%w (connection refused at %s)", errUnreachable, o.endpoints)
+	}
 	if errors.Is(err, client.ErrNotFound) {
 		return errors.New("not found")
 	}
-	return err
+	return errors.New(strings.ReplaceAll(err.Error(), "cairn: ", ""))
+}
+
+// forTerminal adds a newline to a value printed on a terminal that lacks
+// one, so the shell prompt does not follow it on the same line; anywhere
+// else the value's bytes go out as they are.
+func forTerminal(w io.Writer, value []byte) []byte {
+	f, ok := w.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) || bytes.HasSuffix(value, []byte("\n")) {
+		return value
+	}
+	return append(value[:len(value):len(value)], '\n')
 }

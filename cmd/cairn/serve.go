@@ -69,9 +69,7 @@ func newServeCmd() *cobra.Command {
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 			s := <-sig
 			slog.Info("stopping", "signal", s.String())
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			return srv.Stop(ctx)
+			return stopWithin(srv, sig, stopTimeout)
 		},
 	}
 	f := cmd.Flags()
@@ -93,4 +91,29 @@ func newServeCmd() *cobra.Command {
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd
+}
+
+// stopTimeout bounds a clean stop: requests in flight get this long to
+// finish. stopWithin gives up on a clean stop a little after it.
+const stopTimeout = 10 * time.Second
+
+// stopWithin stops srv cleanly, but returns at the latest 5 s after
+// timeout or at a second signal, whatever is still running: every
+// acknowledged write is already fsync'd, so a node that exits without a
+// clean stop loses nothing it acknowledged.
+func stopWithin(srv *server.Server, sig <-chan os.Signal, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Stop(ctx) }()
+	hard := time.NewTimer(timeout + 5*time.Second)
+	defer hard.Stop()
+	select {
+	case err := <-stopped:
+		return err
+	case s := <-sig:
+		return fmt.Errorf("second signal (%s): exiting without a clean stop", s)
+	case <-hard.C:
+		return fmt.Errorf("the clean stop took over %s: exiting without it", timeout+5*time.Second)
+	}
 }

@@ -14,6 +14,10 @@ var (
 	// ErrPreconditionFailed: an If-Match / If-None-Match condition did not
 	// hold; nothing was written. HTTP 412.
 	ErrPreconditionFailed = errors.New("kv: precondition failed")
+	// ErrRequestIDReused: the write's request id names an earlier,
+	// different write (another key, operation, value or condition); nothing
+	// was written. HTTP 409.
+	ErrRequestIDReused = errors.New("kv: request id reused by a different write")
 	// ErrTimeout: the request deadline passed before the operation was known
 	// to be done (for a write: it may still commit). HTTP 504.
 	ErrTimeout = errors.New("kv: deadline exceeded")
@@ -28,6 +32,12 @@ var (
 	ErrInvalidArgument = errors.New("kv: invalid argument")
 	// ErrStopped: the node is shutting down. HTTP 503.
 	ErrStopped = errors.New("kv: node stopping")
+	// ErrWrongShard: the node holding the shard refused the request
+	// because its descriptor disagrees with this node's routing (the key
+	// is outside the shard's range there, or the epoch differs): the
+	// shard maps differ. Nothing was done; retrying the same route cannot
+	// help until the maps agree. HTTP 503.
+	ErrWrongShard = errors.New("kv: request routed to a shard that does not own the key")
 )
 
 // Consistency of a read.
@@ -73,7 +83,11 @@ type WriteOptions struct {
 	Version uint64
 	// RequestID identifies the write across retries (up to 32 bytes). A
 	// write retried with the same id is applied at most once; the retry
-	// gets the first attempt's result. Empty: the coordinator makes one.
+	// gets the first attempt's result. The key's shard remembers the id at
+	// least statemachine.MinRetention (105 s by default) after the first
+	// attempt; another write (other key, operation, value or condition)
+	// under an id the shard remembers fails with ErrRequestIDReused and
+	// writes nothing. Empty: the coordinator makes one.
 	RequestID []byte
 }
 

@@ -66,6 +66,9 @@ func (a *adapter) HandleRaft(envs []transport.Envelope) {
 	}
 	a.st.HandleRaft(envs)
 }
+func (a *adapter) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
+	return a.st.HandleSnapshot(ctx, env, next)
+}
 func (a *adapter) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	return a.coord.HandleRequest(ctx, req)
 }
@@ -86,6 +89,8 @@ func newClusterTick(t *testing.T, n, shards int, rcfg replica.Config, tick, sick
 	c := &tcluster{t: t, net: transport.NewNetwork(), m: m, dirs: map[uint64]string{}, nodes: map[uint64]*tnode{}, rcfg: rcfg, tick: tick, sick: sick}
 	for _, id := range ids {
 		c.dirs[id] = t.TempDir()
+	}
+	for _, id := range ids { // every node knows every peer
 		c.start(id, true)
 	}
 	t.Cleanup(func() {
@@ -117,7 +122,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 		peers[pid] = fmt.Sprint("mem-", pid)
 	}
 	a.coord = kv.New(kv.Config{
-		NodeID: id, Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
+		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
 		Engine: eng, Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
 	})
 	st.Start(fresh)
@@ -248,6 +253,33 @@ func TestRetriedRequestAppliesOnce(t *testing.T) {
 	got, err := c.nodes[2].coord.Get(ctx5(t), k, kv.ReadOptions{})
 	if err != nil || got.Version != v1 {
 		t.Fatalf("version after retry %d want %d (%v)", got.Version, v1, err)
+	}
+}
+
+// A write sent under the request id of an earlier, different write (the
+// defect: a PUT to beta answered with alpha's version, beta never written)
+// is refused with ErrRequestIDReused and writes nothing, through the
+// leader and through a follower; a true retry still gets the first answer.
+func TestReusedRequestIDDoesNotDropAWrite(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	id := []byte("reused-id")
+	v1, _, err := c.nodes[1].coord.Put(ctx5(t), []byte("alpha"), []byte("a"), kv.WriteOptions{RequestID: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range c.nodes {
+		if _, _, err := n.coord.Put(ctx5(t), []byte("beta"), []byte("b"), kv.WriteOptions{RequestID: id}); !errors.Is(err, kv.ErrRequestIDReused) {
+			t.Fatalf("put to beta under alpha's id via node %d: %v, want request id reused", n.id, err)
+		}
+		if _, err := n.coord.Delete(ctx5(t), []byte("alpha"), kv.WriteOptions{RequestID: id}); !errors.Is(err, kv.ErrRequestIDReused) {
+			t.Fatalf("delete of alpha under its put's id via node %d: %v", n.id, err)
+		}
+		if _, err := n.coord.Get(ctx5(t), []byte("beta"), kv.ReadOptions{}); !errors.Is(err, kv.ErrNotFound) {
+			t.Fatalf("beta via node %d: %v, want absent", n.id, err)
+		}
+		if v, _, err := n.coord.Put(ctx5(t), []byte("alpha"), []byte("a"), kv.WriteOptions{RequestID: id}); err != nil || v != v1 {
+			t.Fatalf("retry of alpha via node %d: v%d (first v%d) %v", n.id, v, v1, err)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
@@ -28,13 +29,19 @@ type Config struct {
 	Replication int
 	Map         shard.Map
 	Store       *store.Store
-	Engine      *storage.Engine
-	Transport   transport.Transport
+	// Engine is the node's storage engine. The coordinator reads through
+	// the replicas (Replica.Get), never the engine's keys itself.
+	Engine    *storage.Engine
+	Transport transport.Transport
 	// DefaultTimeout applies when a request's context has no deadline.
 	// Default 5s.
 	DefaultTimeout time.Duration
-	Version        string
-	Logger         *slog.Logger
+	// RetryWindow bounds a write's time, all its attempts under one
+	// request id included: a write whose deadline is later gives up (504)
+	// when it has passed. Default and maximum MaxRetryWindow.
+	RetryWindow time.Duration
+	Version     string
+	Logger      *slog.Logger
 }
 
 // Coordinator routes operations to shard leaders.
@@ -43,10 +50,14 @@ type Coordinator struct {
 	started time.Time
 	// lastID is the time part of the last request id this node made.
 	lastID atomic.Int64
+	// refused counts requests refused for a wrong shard (handle.go).
+	refused atomic.Uint64
 
 	mu struct {
 		sync.Mutex
 		leaders map[uint64]uint64 // shard -> last known leader (remote shards)
+		// httpAddrs: node -> HTTP address it last reported (Cluster).
+		httpAddrs map[uint64]string
 	}
 }
 
@@ -55,11 +66,15 @@ func New(cfg Config) *Coordinator {
 	if cfg.DefaultTimeout == 0 {
 		cfg.DefaultTimeout = 5 * time.Second
 	}
+	if cfg.RetryWindow <= 0 || cfg.RetryWindow > MaxRetryWindow {
+		cfg.RetryWindow = MaxRetryWindow
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	c := &Coordinator{cfg: cfg, started: time.Now()}
 	c.mu.leaders = map[uint64]uint64{}
+	c.mu.httpAddrs = map[uint64]string{}
 	return c
 }
 
@@ -78,6 +93,27 @@ func (c *Coordinator) ackFrom(ack, from int) (int, int, error) {
 		return 0, 0, fmt.Errorf("%w: replicas %d/%d: need 1 <= ack <= from <= %d", ErrInvalidArgument, ack, from, rf)
 	}
 	return ack, from, nil
+}
+
+// MaxRetryWindow is the longest a coordinator retries one write (one
+// request id). A shard keeps a write's dedup record at least
+// statemachine.MinRetention (105 s with the default 2-minute DedupTTL)
+// after the write's first attempt; the coordinator's window plus the Go
+// client's (client.MaxWriteRetryWindow, also 30 s) stay well inside it,
+// so every retry they make is answered from the record, never applied a
+// second time.
+const MaxRetryWindow = 30 * time.Second
+
+// writeDeadline is withDeadline, no later than RetryWindow from now.
+func (c *Coordinator) writeDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	limit := time.Now().Add(c.cfg.RetryWindow)
+	if dl, ok := ctx.Deadline(); ok && dl.Before(limit) {
+		return ctx, func() {}
+	}
+	if _, ok := ctx.Deadline(); !ok && c.cfg.DefaultTimeout < c.cfg.RetryWindow {
+		return context.WithTimeout(ctx, c.cfg.DefaultTimeout)
+	}
+	return context.WithDeadline(ctx, limit)
 }
 
 func (c *Coordinator) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
@@ -101,7 +137,7 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	if serializable {
 		req.Kind = wire.KindReadLocal
 		if r := c.cfg.Store.Replica(d.ID); r != nil {
-			return c.readLocal(key)
+			return readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))
 	}
@@ -118,19 +154,16 @@ func (c *Coordinator) decodeRead(resp *wire.Response, err error) (Value, error) 
 	return Value{Data: resp.Value, Version: resp.Version}, nil
 }
 
-func (c *Coordinator) readLocal(key []byte) (Value, error) {
-	b, err := c.cfg.Engine.Get(storage.DataKey(shard.Token(key), key))
-	if errors.Is(err, storage.ErrNotFound) {
+// readLocal reads key from the local replica r's applied state.
+func readLocal(r *replica.Replica, key []byte) (Value, error) {
+	data, version, err := r.Get(key)
+	if errors.Is(err, replica.ErrNotFound) {
 		return Value{}, ErrNotFound
 	}
 	if err != nil {
 		return Value{}, err
 	}
-	v, data, err := storage.DecodeValue(b)
-	if err != nil {
-		return Value{}, err
-	}
-	return Value{Data: data, Version: v}, nil
+	return Value{Data: data, Version: version}, nil
 }
 
 // Put writes key=value.
@@ -159,11 +192,11 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	if len(opts.RequestID) > wire.MaxRequestID {
 		return nil, fmt.Errorf("%w: request id over %d bytes", ErrInvalidArgument, wire.MaxRequestID)
 	}
-	ctx, cancel := c.withDeadline(ctx)
+	ctx, cancel := c.writeDeadline(ctx)
 	defer cancel()
-	cmd := wire.Command{RequestID: opts.RequestID, UnixNano: time.Now().UnixNano(), Op: op, Key: key, Value: value}
+	cmd := wire.Command{RequestID: opts.RequestID, Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
-		cmd.RequestID = c.newRequestID(cmd.UnixNano)
+		cmd.RequestID = c.newRequestID(time.Now().UnixNano())
 	}
 	switch opts.Cond {
 	case CondIfMatch:
@@ -205,6 +238,8 @@ func statusErr(resp *wire.Response) error {
 		return ErrNotFound
 	case wire.StatusPreconditionFailed:
 		return ErrPreconditionFailed
+	case wire.StatusRequestIDReused:
+		return ErrRequestIDReused
 	case wire.StatusAckTimeout:
 		return fmt.Errorf("%w: %s", ErrAckTimeout, resp.Message)
 	case wire.StatusTimeout:
@@ -215,6 +250,8 @@ func statusErr(resp *wire.Response) error {
 		return ErrStopped
 	case wire.StatusInvalid:
 		return fmt.Errorf("%w: %s", ErrInvalidArgument, resp.Message)
+	case wire.StatusWrongShard:
+		return fmt.Errorf("%w: %s", ErrWrongShard, resp.Message)
 	default:
 		return fmt.Errorf("kv: remote error (status %d): %s", resp.Status, resp.Message)
 	}

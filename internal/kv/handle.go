@@ -3,10 +3,12 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -15,8 +17,14 @@ import (
 // forwarded by other nodes.
 func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	if req.DeadlineUnixNano != 0 {
+		// The sender's wall clock set it: a write waits no longer than
+		// the retry window whatever that clock says.
+		dl := time.Unix(0, req.DeadlineUnixNano)
+		if limit := time.Now().Add(c.cfg.RetryWindow); req.Kind == wire.KindWrite && dl.After(limit) {
+			dl = limit
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithDeadline(ctx, time.Unix(0, req.DeadlineUnixNano))
+		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
 	return c.handleLocal(ctx, req)
@@ -25,9 +33,15 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 // handleLocal is HandleRequest under the caller's deadline (ctx already
 // carries the request's).
 func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.Response {
+	if req.Kind == wire.KindNodeInfo {
+		return &wire.Response{Status: wire.StatusOK, Value: c.nodeInfo().Marshal()}
+	}
 	r := c.cfg.Store.Replica(req.ShardID)
 	if r == nil {
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
+	}
+	if resp := c.checkRoute(r, req); resp != nil {
+		return resp
 	}
 	switch req.Kind {
 	case wire.KindWrite:
@@ -35,7 +49,7 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	case wire.KindRead:
 		return c.execRead(ctx, r, req)
 	case wire.KindReadLocal:
-		return valueResponse(c.readLocal(req.Key))
+		return valueResponse(readLocal(r, req.Key))
 	case wire.KindAppliedIndex:
 		if err := r.WaitApplied(ctx, req.Index); err != nil {
 			return errResponse(err)
@@ -43,6 +57,55 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 		return &wire.Response{Status: wire.StatusOK, Index: r.Applied()}
 	}
 	return &wire.Response{Status: wire.StatusInvalid, Message: "unknown request kind"}
+}
+
+// checkRoute refuses (StatusWrongShard) a request the shard must not
+// serve: one carrying a descriptor epoch (0: none, as from older nodes)
+// other than the local replica's, or whose key — for a write, the key of
+// the command that would be applied — is outside the shard's token range.
+// Without it, a request naming any shard would write any key into that
+// shard's replicas, which do not own it.
+func (c *Coordinator) checkRoute(r *replica.Replica, req *wire.Request) *wire.Response {
+	d := r.Desc()
+	if req.Epoch != 0 && req.Epoch != d.Epoch {
+		return c.refuse("shard %d is at epoch %d, the request names epoch %d", d.ID, d.Epoch, req.Epoch)
+	}
+	var key []byte
+	switch req.Kind {
+	case wire.KindWrite:
+		if req.Decoded == nil {
+			cmd := new(wire.Command)
+			if err := cmd.Unmarshal(req.Command); err != nil {
+				return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+			}
+			req.Decoded = cmd
+		}
+		key = req.Decoded.Key
+	case wire.KindRead, wire.KindReadLocal:
+		key = req.Key
+	default:
+		return nil
+	}
+	if !d.Contains(shard.Token(key)) {
+		return c.refuse("key %q is outside shard %d's token range", truncKey(key), d.ID)
+	}
+	return nil
+}
+
+func (c *Coordinator) refuse(format string, args ...any) *wire.Response {
+	c.refused.Add(1)
+	return &wire.Response{Status: wire.StatusWrongShard, Message: fmt.Sprintf(format, args...)}
+}
+
+// Refused counts the requests refused because their shard does not own
+// their key or their epoch is not the shard's.
+func (c *Coordinator) Refused() uint64 { return c.refused.Load() }
+
+func truncKey(k []byte) []byte {
+	if len(k) > 64 {
+		return k[:64]
+	}
+	return k
 }
 
 func (c *Coordinator) leaderGuessID(shardID uint64) uint64 {
@@ -107,7 +170,7 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 				Message: "fewer than ACK replicas applied the read index in time"}
 		}
 	}
-	return valueResponse(c.readLocal(req.Key))
+	return valueResponse(readLocal(r, req.Key))
 }
 
 // waitAppliedOn asks the other replicas of r's shard to confirm they have
@@ -159,6 +222,8 @@ func errResponse(err error) *wire.Response {
 		return &wire.Response{Status: wire.StatusNotFound}
 	case errors.Is(err, replica.ErrOverloaded):
 		return &wire.Response{Status: wire.StatusOverloaded, Message: err.Error()}
+	case errors.Is(err, replica.ErrBadCommand):
+		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 	case errors.Is(err, replica.ErrStopped):
 		return &wire.Response{Status: wire.StatusStopping, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):

@@ -3,8 +3,11 @@ package kv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Status describes this node.
@@ -24,31 +27,143 @@ func (c *Coordinator) Status() NodeStatus {
 	return st
 }
 
-// Cluster describes the members and shards as this node sees them.
+// clusterAskTimeout bounds Cluster's questions to the other nodes: a
+// paused or cut-off node delays GET /v1/cluster by at most this much.
+const clusterAskTimeout = 500 * time.Millisecond
+
+// Cluster describes the members and shards as this node sees them. Where
+// it lacks something — a member's HTTP address, the leader of a shard it
+// holds no replica of (or whose replica knows no leader) — it asks every
+// other node at once over the transport (wire.KindNodeInfo), bounded by
+// clusterAskTimeout: a shard's leader is then the one its replicas name
+// with the highest term, and a member's HTTP address the one it gave. A
+// node that does not answer leaves what this node knew before (the leader
+// it last routed to, the address the node last gave).
 func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 	ci := ClusterInfo{NodeID: c.cfg.NodeID, Replication: c.cfg.Replication}
+	var views map[uint64]wire.NodeInfo
+	if c.clusterNeedsPeers() {
+		views = c.askPeers(ctx)
+	}
+	// The leader each shard's replicas name, highest term first.
+	remote := map[uint64]wire.ShardLeader{}
+	for node, v := range views {
+		for _, l := range v.Leaders {
+			d, ok := c.cfg.Map.Get(l.ShardID)
+			if !ok || l.Leader == 0 || !slices.Contains(d.Replicas, node) {
+				continue
+			}
+			if best, ok := remote[l.ShardID]; !ok || l.Term > best.Term {
+				remote[l.ShardID] = l
+			}
+		}
+	}
+	c.mu.Lock()
+	for node, v := range views {
+		if v.HTTPAddr != "" {
+			c.mu.httpAddrs[node] = v.HTTPAddr
+		}
+	}
 	for id, addr := range c.cfg.Peers {
-		m := MemberInfo{NodeID: id, PeerAddr: addr, Reachable: c.cfg.Transport.Reachable(id)}
+		m := MemberInfo{NodeID: id, PeerAddr: addr, HTTPAddr: c.mu.httpAddrs[id], Reachable: c.cfg.Transport.Reachable(id)}
 		if id == c.cfg.NodeID {
 			m.HTTPAddr, m.Reachable = c.cfg.HTTPAddr, true
 		}
 		ci.Members = append(ci.Members, m)
 	}
+	c.mu.Unlock()
 	sort.Slice(ci.Members, func(i, j int) bool { return ci.Members[i].NodeID < ci.Members[j].NodeID })
 	for _, d := range c.cfg.Map.Shards {
 		si := ShardInfo{
 			ID: d.ID, TokenStart: fmt.Sprintf("%016x", d.Start), TokenEnd: fmt.Sprintf("%016x", d.End),
-			Epoch: d.Epoch, Replicas: d.Replicas, Leader: c.leaderGuess(d),
+			Epoch: d.Epoch, Replicas: d.Replicas,
 		}
 		if d.End == 0 {
 			si.TokenEnd = "10000000000000000"
 		}
-		if r := c.cfg.Store.Replica(d.ID); r != nil {
-			si.Term, si.Applied = r.Term(), r.Applied()
+		r := c.cfg.Store.Replica(d.ID)
+		if r != nil {
+			si.Term, si.Applied, si.Leader = r.Term(), r.Applied(), r.Leader()
+		}
+		if si.Leader == 0 {
+			if l, ok := remote[d.ID]; ok {
+				si.Leader = l.Leader
+				if r == nil {
+					c.setLeader(d.ID, l.Leader) // routing may use it too
+				}
+			} else {
+				si.Leader = c.leaderGuess(d)
+			}
 		}
 		ci.Shards = append(ci.Shards, si)
 	}
 	return ci
+}
+
+// clusterNeedsPeers reports whether Cluster lacks a member's HTTP address
+// or a leader its own replicas cannot name.
+func (c *Coordinator) clusterNeedsPeers() bool {
+	for _, d := range c.cfg.Map.Shards {
+		if r := c.cfg.Store.Replica(d.ID); r == nil || r.Leader() == 0 {
+			return true
+		}
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.cfg.Peers {
+		if id != c.cfg.NodeID && c.mu.httpAddrs[id] == "" {
+			return true
+		}
+	}
+	return false
+}
+
+// askPeers asks every other node for its NodeInfo at once and returns the
+// answers that came within clusterAskTimeout.
+func (c *Coordinator) askPeers(ctx context.Context) map[uint64]wire.NodeInfo {
+	ctx, cancel := context.WithTimeout(ctx, clusterAskTimeout)
+	defer cancel()
+	type answer struct {
+		node uint64
+		info wire.NodeInfo
+		ok   bool
+	}
+	answers := make(chan answer, len(c.cfg.Peers))
+	asked := 0
+	for id := range c.cfg.Peers {
+		if id == c.cfg.NodeID {
+			continue
+		}
+		asked++
+		go func(id uint64) {
+			a := answer{node: id}
+			req := &wire.Request{Kind: wire.KindNodeInfo, Sender: c.cfg.NodeID}
+			if dl, ok := ctx.Deadline(); ok {
+				req.DeadlineUnixNano = dl.UnixNano()
+			}
+			resp, err := c.cfg.Transport.Request(ctx, id, req)
+			if err == nil && resp.Status == wire.StatusOK {
+				a.ok = a.info.Unmarshal(resp.Value) == nil
+			}
+			answers <- a
+		}(id)
+	}
+	out := map[uint64]wire.NodeInfo{}
+	for ; asked > 0; asked-- {
+		if a := <-answers; a.ok {
+			out[a.node] = a.info
+		}
+	}
+	return out
+}
+
+// nodeInfo is this node's answer to wire.KindNodeInfo.
+func (c *Coordinator) nodeInfo() *wire.NodeInfo {
+	n := &wire.NodeInfo{HTTPAddr: c.cfg.HTTPAddr}
+	for id, r := range c.cfg.Store.Replicas() {
+		n.Leaders = append(n.Leaders, wire.ShardLeader{ShardID: id, Leader: r.Leader(), Term: r.Term()})
+	}
+	return n
 }
 
 // ShardHashes fingerprints every local replica, in shard order.

@@ -54,6 +54,10 @@ func UnmarshalAppliedState(b []byte) (AppliedState, error) {
 
 type truncState struct{ index, term uint64 }
 
+// MarshalTruncated encodes the truncated state stored under
+// storage.TruncatedKey (a snapshot installed by ingestion writes it).
+func MarshalTruncated(index, term uint64) []byte { return truncState{index, term}.marshal() }
+
 func (t truncState) marshal() []byte {
 	b := make([]byte, 16)
 	binary.BigEndian.PutUint64(b, t.index)

@@ -1,6 +1,6 @@
 // Package replica runs one shard replica: a raft.RawNode, its raftlog.Log,
-// the state machine that applies write commands to the node's engine, and
-// the waiters of proposals and reads.
+// its state machine (internal/statemachine: apply, deduplication, version
+// cache), and the waiters of proposals and reads.
 //
 // The Ready contract. For each Ready of the RawNode, Process does, in order:
 //
@@ -18,9 +18,26 @@
 //     change; then resolve waiting proposals and reads;
 //  4. Advance.
 //
+// A leader stamps the entries it proposes with its monotonic clock
+// (Config.Clock), which ages dedup records (see internal/statemachine); it
+// proposes a stamp of its own when its proposals did not stamp for a while
+// and records wait to expire.
+//
 // Process runs the contract in two halves, Stage (drain the inbox, take the
 // Ready, stage step 1 into a batch) and Finish (steps 2 to 4 once the batch
 // has committed); a caller may share one batch among several shards.
+//
+// Snapshots. Raft's Storage.Snapshot pins an engine snapshot and returns
+// only metadata and a header naming it (snapshot.go); the store streams
+// its data with OpenSnapshot, outside the lock. A received snapshot is
+// spilled to sstables by ReceiveSnapshot and installed in step 1 by one
+// atomic ingestion (snapshot_recv.go). The protocol is described in
+// package transport.
+//
+// Peers are not trusted: before raft steps a message, admitLocked drops
+// those naming log positions this replica cannot have (raft would panic
+// on a heartbeat committing beyond its last index); the store has checked
+// everything that needs no raft state.
 //
 // Concurrency. Other goroutines never touch the RawNode: Propose, Read,
 // Step and Tick append to an inbox under a small mutex and ask the scheduler

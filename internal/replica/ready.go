@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3"
@@ -48,6 +49,7 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 		return nil, false
 	}
 	r.mu.Lock()
+	r.settleSnapshotsLocked()
 	r.drainLocked()
 	if !r.mu.rn.HasReady() {
 		r.publishLocked()
@@ -65,7 +67,7 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 	}
 	// 1. Persist (staged; the caller commits).
 	if rr.hasSnap {
-		if err := r.stageSnapshot(b, rd.Snapshot); err != nil {
+		if err := r.stageSnapshot(b, rd.Snapshot, rd.HardState); err != nil {
 			panic("replica: bad snapshot: " + err.Error())
 		}
 	}
@@ -96,6 +98,7 @@ func (r *Replica) drainLocked() {
 	r.in.msgs, r.in.props, r.in.reads, r.in.reports = nil, nil, nil, nil
 	r.in.ticks, r.in.campaign = 0, false
 	r.in.Unlock()
+	msgs = r.admitLocked(msgs)
 
 	for _, f := range reports {
 		f(rn)
@@ -115,6 +118,9 @@ func (r *Replica) drainLocked() {
 	lead := r.leader.Load()
 	isLeader := lead == r.cfg.NodeID
 	r.proposeLocked(props, lead)
+	if isLeader {
+		r.maybeStampLocked()
+	}
 	if !isLeader {
 		// Only forwarded reads go on, to the leader, while it is known.
 		kept := reads[:0]
@@ -157,7 +163,14 @@ func (r *Replica) proposeLocked(props []*proposal, lead uint64) {
 			return
 		}
 		data := cmds[0]
-		if len(cmds) > 1 {
+		switch {
+		case isLeader:
+			// A leader stamps its entries with its clock: that moves the
+			// shard clock (see internal/statemachine).
+			now := r.cfg.Clock()
+			data = wire.MarshalStamped(uint64(now), cmds)
+			r.mu.lastStamp = now
+		case len(cmds) > 1:
 			data = wire.MarshalBatch(cmds)
 		}
 		if err := r.mu.rn.Propose(data); err != nil {
@@ -197,6 +210,20 @@ func (r *Replica) proposeLocked(props []*proposal, lead uint64) {
 	flush()
 }
 
+// maybeStampLocked has a leader propose an entry that only stamps the
+// shard clock when it stamped none for statemachine.StampInterval and the
+// dedup table holds records that wait to expire — its own writes stamp the
+// clock, but writes its followers forward do not.
+func (r *Replica) maybeStampLocked() {
+	now := r.cfg.Clock()
+	if now-r.mu.lastStamp < statemachine.StampInterval(r.cfg.DedupTTL) || !r.sm.HasRecords() {
+		return
+	}
+	if err := r.mu.rn.Propose(wire.MarshalStamped(uint64(now), nil)); err == nil {
+		r.mu.lastStamp = now
+	}
+}
+
 // publishLocked updates the atomics and fails every waiter when the
 // leader or the term changed: a proposal or read made under the old leader
 // may be lost, and the coordinator retries it (under the same request id,
@@ -220,10 +247,8 @@ func (r *Replica) finishLocked(rr *Round) {
 		r.mu.appliedT = md.Term
 		r.mu.cs = md.ConfState
 		r.applied.Store(md.Index)
-		r.mu.dedupFloor = 0
-		r.mu.versions.reset()
-		if err := r.mu.dedup.load(r.cfg.Engine, r.id); err != nil {
-			panic("replica: dedup table after snapshot: " + err.Error())
+		if err := r.sm.Reset(); err != nil {
+			panic("replica: state machine after snapshot: " + err.Error())
 		}
 		r.cfg.Logger.Info("applied snapshot", "shard", r.id, "index", md.Index, "bytes", len(rd.Snapshot.Data))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/raftlog"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -24,6 +25,8 @@ var (
 	ErrNotLeader  = errors.New("replica: not leader")
 	ErrOverloaded = errors.New("replica: too many pending requests")
 	ErrStopped    = errors.New("replica: stopped")
+	// ErrBadCommand: a proposed command does not decode.
+	ErrBadCommand = errors.New("replica: bad command")
 )
 
 // NotLeaderError carries the leader hint (0 = unknown). It wraps ErrNotLeader.
@@ -63,12 +66,19 @@ type Config struct {
 	// keeps what its active followers have not acknowledged yet. Default
 	// 100.
 	TruncateKeep uint64
-	// DedupTTL: how long a request id is remembered. Default 2 minutes.
+	// DedupTTL: how long a request id is remembered (see
+	// statemachine.Config). Default statemachine.DefaultDedupTTL.
 	DedupTTL time.Duration
 	// VersionCache: keys whose current version the replica keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
 	VersionCache int
-	Logger       *slog.Logger
+	// Clock is the monotonic clock a leader stamps its entries with (the
+	// shard clock that ages dedup records counts the time between a
+	// leader's stamps; see internal/statemachine). Default: time since the
+	// process started, on Go's monotonic clock. Wall clock changes do not
+	// affect it.
+	Clock  func() time.Duration
+	Logger *slog.Logger
 	// LeaderApplied, if set, counts the write commands this node applied
 	// while leading their shard (shared by all replicas of a node).
 	LeaderApplied *atomic.Uint64
@@ -97,16 +107,21 @@ func (c Config) withDefaults() Config {
 		c.TruncateKeep = 100
 	}
 	if c.DedupTTL == 0 {
-		c.DedupTTL = 2 * time.Minute
+		c.DedupTTL = statemachine.DefaultDedupTTL
 	}
-	if c.VersionCache == 0 {
-		c.VersionCache = 4096
+	if c.Clock == nil {
+		c.Clock = sinceStart
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
 	return c
 }
+
+// processStart anchors the default Clock.
+var processStart = time.Now()
+
+func sinceStart() time.Duration { return time.Since(processStart) }
 
 // Replica is one shard replica.
 type Replica struct {
@@ -115,6 +130,9 @@ type Replica struct {
 	log   *raftlog.Log
 	start uint64 // data token range
 	end   uint64
+	// sm applies the shard's writes; its Apply methods run under mu, Get
+	// anywhere.
+	sm *statemachine.Machine
 
 	leader atomic.Uint64
 	term   atomic.Uint64
@@ -123,6 +141,8 @@ type Replica struct {
 	readyNanos atomic.Int64
 	applied    atomic.Uint64
 	stopped    atomic.Bool
+	// peer: snapshots in flight and refused messages (snapshot*.go).
+	peer peerState
 
 	in struct {
 		sync.Mutex
@@ -148,10 +168,9 @@ type Replica struct {
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
-		dedup              dedupIndex
-		// dedupFloor: dedup buckets below it are deleted (pruneDedup).
-		dedupFloor uint64
-		versions   versionCache
+		// lastStamp: the Clock reading of the last entry this replica
+		// stamped as leader.
+		lastStamp time.Duration
 	}
 }
 
@@ -199,45 +218,21 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
 	}
 	r.mu.rn = rn
-	if err := dropLegacyDedup(cfg.Engine, r.id); err != nil {
-		return nil, fmt.Errorf("replica: shard %d: %w", r.id, err)
-	}
-	if err := r.mu.dedup.load(cfg.Engine, r.id); err != nil {
-		return nil, fmt.Errorf("replica: shard %d: dedup table: %w", r.id, err)
+	r.sm, err = statemachine.Open(statemachine.Config{
+		ShardID: r.id, Start: r.start, End: r.end, Engine: cfg.Engine,
+		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
 	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
-	r.mu.versions.max = cfg.VersionCache
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64][]*waiter{}
 	r.mu.nextRead = rand.Uint64() >> 1
 	r.applied.Store(as.Index)
 	r.term.Store(rn.BasicStatus().Term)
 	return r, nil
-}
-
-// dropLegacyDedup deletes dedup records of earlier layouts, if any (a
-// data dir written by an older Cairn; they only served retries within two
-// minutes of their write).
-func dropLegacyDedup(eng *storage.Engine, shardID uint64) error {
-	for _, p := range storage.LegacyDedupPrefixes(shardID) {
-		it, err := eng.NewIter(p, storage.PrefixEnd(p))
-		if err != nil {
-			return err
-		}
-		found := it.First()
-		if err := it.Close(); err != nil {
-			return err
-		}
-		if found {
-			b := eng.NewBatch()
-			b.DeleteRange(p, storage.PrefixEnd(p))
-			if err := b.Commit(true); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // ID is the shard id.
@@ -257,6 +252,17 @@ func (r *Replica) Term() uint64 { return r.term.Load() }
 
 // Applied is the applied index.
 func (r *Replica) Applied() uint64 { return r.applied.Load() }
+
+// ErrNotFound is returned by Get for an absent key.
+var ErrNotFound = statemachine.ErrNotFound
+
+// Get reads key from the local applied state: a serializable read, which
+// may be stale on a follower (after ReadIndex returns it is linearizable).
+// It returns ErrNotFound for an absent key. Safe for concurrent use.
+func (r *Replica) Get(key []byte) (value []byte, version uint64, err error) {
+	v, err := r.sm.Get(key)
+	return v.Data, v.Version, err
+}
 
 // Status returns raft's full status (takes the replica lock).
 func (r *Replica) Status() raft.Status {
@@ -335,6 +341,7 @@ func (r *Replica) Stop() {
 	}
 	r.in.props, r.in.reads = nil, nil
 	r.in.Unlock()
+	r.closeSnapshots()
 }
 
 // LogBounds returns the first and last index held in the raft log.

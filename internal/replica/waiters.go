@@ -3,25 +3,26 @@ package replica
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"slices"
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Result of an applied write.
-type Result struct {
-	wire.Result
-	// Index is the log index at which the command was applied.
-	Index uint64
-}
+type Result = statemachine.Result
 
 type proposal struct {
 	reqID string
-	key   []byte // the command's key: an entry holds one command per key
-	data  []byte
-	done  chan proposalResult
+	// fp is the command's fingerprint: an applied command answers the
+	// proposals of its request id and fingerprint only.
+	fp   uint64
+	key  []byte // the command's key: an entry holds one command per key
+	data []byte
+	done chan proposalResult
 	// forward: a follower may hand it to the leader (ProposeForward).
 	forward bool
 	// abandoned: its caller stopped waiting; it is not proposed.
@@ -88,7 +89,11 @@ func (r *Replica) propose(ctx context.Context, reqID, key, data []byte, forward 
 	if lead := r.Leader(); lead != r.cfg.NodeID && (!forward || lead == 0) {
 		return Result{}, &NotLeaderError{Leader: lead}
 	}
-	p := &proposal{reqID: string(reqID), key: key, data: data, done: make(chan proposalResult, 1), forward: forward}
+	var cmd wire.Command
+	if err := cmd.Unmarshal(data); err != nil {
+		return Result{}, fmt.Errorf("%w: %v", ErrBadCommand, err)
+	}
+	p := &proposal{reqID: string(reqID), fp: cmd.Fingerprint(), key: key, data: data, done: make(chan proposalResult, 1), forward: forward}
 	r.in.Lock()
 	if r.in.pending >= r.cfg.MaxPending {
 		r.in.Unlock()

@@ -1,18 +1,12 @@
 package server
 
 import (
-	"bufio"
-	"bytes"
-	"context"
 	"log/slog"
-	"math"
 	"os"
-	"path/filepath"
 	"runtime/debug"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
+
+	"github.com/KimMachineGun/automemlimit/memlimit"
 )
 
 // GC tuning of a node (see docs/performance.md, "Garbage collection").
@@ -45,75 +39,17 @@ func tuneGC(log *slog.Logger) {
 }
 
 // followMemoryLimit keeps the Go soft memory limit at memLimitShare of the
-// process's cgroup memory limit until ctx ends. With GOMEMLIMIT set it does
-// nothing.
-func followMemoryLimit(ctx context.Context, log *slog.Logger) {
-	if os.Getenv("GOMEMLIMIT") != "" {
-		return
-	}
-	var cur int64 = math.MaxInt64
-	t := time.NewTicker(memLimitPoll)
-	defer t.Stop()
-	for {
-		want := int64(math.MaxInt64)
-		if lim, ok := cgroupMemoryLimit("/proc/self/cgroup", "/sys/fs/cgroup"); ok {
-			want = int64(float64(lim) * memLimitShare)
-		}
-		if want != cur {
-			debug.SetMemoryLimit(want)
-			log.Info("go memory limit follows the cgroup", "limit_bytes", want)
-			cur = want
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// cgroupMemoryLimit reads the memory limit of the cgroup the process is in
-// (procCgroup is /proc/self/cgroup, root the cgroup mount point), cgroup
-// v2 or v1. ok is false when there is no limit or it cannot be read.
-func cgroupMemoryLimit(procCgroup, root string) (limit int64, ok bool) {
-	raw, err := os.ReadFile(procCgroup)
+// process's cgroup memory limit (v1 or v2), read again every memLimitPoll
+// for the life of the process; with GOMEMLIMIT set it does nothing. Only
+// `cairn serve` calls it (one node per process).
+func followMemoryLimit(log *slog.Logger) {
+	_, err := memlimit.SetGoMemLimitWithOpts(
+		memlimit.WithRatio(memLimitShare),
+		memlimit.WithProvider(memlimit.FromCgroup),
+		memlimit.WithRefreshInterval(memLimitPoll),
+		memlimit.WithLogger(log.With("component", "memlimit")),
+	)
 	if err != nil {
-		return 0, false
+		log.Warn("the Go memory limit cannot follow the cgroup's", "err", err)
 	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		// hierarchy-id:controllers:path
-		parts := strings.SplitN(sc.Text(), ":", 3)
-		if len(parts) != 3 {
-			continue
-		}
-		var file string
-		switch {
-		case parts[0] == "0" && parts[1] == "":
-			file = filepath.Join(root, parts[2], "memory.max")
-		case slices.Contains(strings.Split(parts[1], ","), "memory"):
-			file = filepath.Join(root, "memory", parts[2], "memory.limit_in_bytes")
-		default:
-			continue
-		}
-		if n, ok := readLimit(file); ok {
-			return n, true
-		}
-	}
-	return 0, false
-}
-
-// readLimit parses a cgroup limit file; "max" and v1's huge "unlimited"
-// values are no limit.
-func readLimit(file string) (int64, bool) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return 0, false
-	}
-	s := strings.TrimSpace(string(b))
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n >= 1<<62 {
-		return 0, false
-	}
-	return n, true
 }

@@ -114,10 +114,10 @@ type Server struct {
 	log           *slog.Logger
 	faulty        *transport.Faulty
 	// bg runs the runtime tuning goroutine (TuneRuntime).
-	bg struct {
-		cancel context.CancelFunc
-		done   chan struct{}
-	}
+	// stopping ends when Stop begins: long API runs (profiles, traces)
+	// end with it.
+	stopping   context.Context
+	beginsStop context.CancelFunc
 }
 
 // faults is the node's fault hook for the admin API.
@@ -143,6 +143,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
 	s := &Server{cfg: cfg, log: log}
+	s.stopping, s.beginsStop = context.WithCancel(context.Background())
 	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
@@ -257,6 +258,7 @@ func (s *Server) build() error {
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
+		Stopping: s.stopping,
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
@@ -314,13 +316,7 @@ const (
 func (s *Server) Start() {
 	if s.cfg.TuneRuntime {
 		tuneGC(s.log)
-		var ctx context.Context
-		ctx, s.bg.cancel = context.WithCancel(context.Background())
-		s.bg.done = make(chan struct{})
-		go func() {
-			defer close(s.bg.done)
-			followMemoryLimit(ctx, s.log)
-		}()
+		followMemoryLimit(s.log)
 	}
 	s.store.Start(s.fresh)
 	go func() {
@@ -337,14 +333,11 @@ func (s *Server) HTTPAddr() string { return s.lis.Addr().String() }
 
 // Stop shuts the node down in reverse order of start.
 func (s *Server) Stop(ctx context.Context) error {
+	s.beginsStop()
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
 	}
 	s.closeAll()
-	if s.bg.cancel != nil {
-		s.bg.cancel()
-		<-s.bg.done
-	}
 	return nil
 }
 
@@ -373,6 +366,10 @@ type handler struct {
 }
 
 func (h *handler) HandleRaft(envs []transport.Envelope) { h.store.HandleRaft(envs) }
+
+func (h *handler) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
+	return h.store.HandleSnapshot(ctx, env, next)
+}
 
 func (h *handler) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
 	if h.coord == nil {

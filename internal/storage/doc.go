@@ -9,9 +9,12 @@
 //	0x01 shard(8) 'a'                 applied state (index, term, conf state)
 //	0x01 shard(8) 't'                 truncated state (index, term)
 //	0x01 shard(8) 'l' index(8)        raft log entry
-//	0x01 shard(8) 'g' bucket(8) index(8)  dedup group: the request ids and
-//	                                  results of an entry's writes whose
-//	                                  proposer time is in the bucket
+//	0x01 shard(8) 'g'                 the shard clock (internal/statemachine):
+//	                                  the replicated time dedup expiry runs on
+//	0x01 shard(8) 'g' bucket(8) index(8)  dedup group: the request ids,
+//	                                  fingerprints and results of an entry's
+//	                                  writes whose shard-clock time is in the
+//	                                  bucket
 //	0x02 token(8) user-key            user value: version(8) | value bytes
 //
 // User data is keyed by token (xxhash64 of the key) first, so a shard's token

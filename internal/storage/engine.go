@@ -57,6 +57,8 @@ func (o Options) EnsureDefaults() Options {
 // Engine is one node's Pebble database.
 type Engine struct {
 	db     *pebble.DB
+	po     *pebble.Options
+	dir    string
 	cache  *pebble.Cache
 	noSync bool
 
@@ -92,7 +94,15 @@ func Open(dir string, opts Options) (*Engine, error) {
 		cache.Unref()
 		return nil, fmt.Errorf("storage: open %s: %w", dir, err)
 	}
-	return &Engine{db: db, cache: cache, noSync: opts.UnsafeNoSync}, nil
+	wo := po.Clone()
+	wo.EnsureDefaults()
+	e := &Engine{db: db, po: wo, dir: dir, cache: cache, noSync: opts.UnsafeNoSync}
+	if err := e.resetStaging(); err != nil {
+		db.Close()
+		cache.Unref()
+		return nil, err
+	}
+	return e, nil
 }
 
 // Close closes the engine.

@@ -34,6 +34,9 @@ type Config struct {
 	BalanceInterval time.Duration
 	// MaxSnapshots in flight from this node. Default 2.
 	MaxSnapshots int
+	// SnapshotChunk is the size of one chunk of a streamed snapshot, in
+	// bytes (a record larger than it travels alone). Default 1 MiB.
+	SnapshotChunk int
 	// SickThreshold: a leader whose Readies take longer than this on
 	// average (stalled disk, starved CPU) hands leadership to its most
 	// up-to-date follower. Default 300ms; negative disables.
@@ -56,6 +59,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxSnapshots == 0 {
 		c.MaxSnapshots = 2
+	}
+	if c.SnapshotChunk <= 0 {
+		c.SnapshotChunk = replica.DefaultSnapshotChunk
 	}
 	if c.SickThreshold == 0 {
 		c.SickThreshold = 300 * time.Millisecond
@@ -80,9 +86,12 @@ type Store struct {
 	refused map[uint64]time.Time
 	// leaderApplied counts writes applied by this node's leader replicas.
 	leaderApplied atomic.Uint64
-	ctx           context.Context
-	cancel        context.CancelFunc
-	wg            sync.WaitGroup
+	// drops counts the messages from peers dropped, by reason.
+	drops     [numDrops]atomic.Uint64
+	snapStats snapCounters
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // New opens every local replica of the map. bootstrap allows creating the
@@ -241,15 +250,6 @@ func (s *Store) ticker() {
 	}
 }
 
-// HandleRaft routes incoming messages to their replicas.
-func (s *Store) HandleRaft(envs []transport.Envelope) {
-	for i := range envs {
-		if r := s.replicas[envs[i].ShardID]; r != nil {
-			r.Step(envs[i].Msg)
-		}
-	}
-}
-
 // send is every replica's Config.Send: it groups messages by destination;
 // snapshots go on their own bounded path.
 func (s *Store) send(shardID uint64, msgs []raftpb.Message) {
@@ -270,29 +270,6 @@ func (s *Store) send(shardID uint64, msgs []raftpb.Message) {
 	for to, envs := range byPeer {
 		s.tr.Send(to, envs)
 	}
-}
-
-func (s *Store) sendSnapshot(shardID uint64, m raftpb.Message) {
-	r := s.replicas[shardID]
-	select {
-	case s.snapSem <- struct{}{}:
-	default:
-		r.ReportSnapshot(m.To, false)
-		return
-	}
-	s.goFunc(func() {
-		defer func() { <-s.snapSem }()
-		ctx, cancel := context.WithTimeout(s.ctx, 5*time.Minute)
-		defer cancel()
-		err := s.tr.SendSnapshot(ctx, m.To, transport.Envelope{ShardID: shardID, Msg: m})
-		if err != nil {
-			s.cfg.Logger.Warn("snapshot send failed", "shard", shardID, "to", m.To, "err", err)
-		} else {
-			s.cfg.Logger.Info("snapshot sent", "shard", shardID, "to", m.To,
-				"index", m.Snapshot.Metadata.Index, "bytes", len(m.Snapshot.Data))
-		}
-		r.ReportSnapshot(m.To, err == nil)
-	})
 }
 
 // Unreachable is the transport's callback for lost messages.

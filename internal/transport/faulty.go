@@ -58,11 +58,11 @@ func (f *Faulty) Send(to uint64, envs []Envelope) {
 }
 
 // SendSnapshot implements Transport.
-func (f *Faulty) SendSnapshot(ctx context.Context, to uint64, env Envelope) error {
+func (f *Faulty) SendSnapshot(ctx context.Context, to uint64, env Envelope, data SnapshotReader) error {
 	if f.blocked(to) {
 		return ErrUnreachable
 	}
-	return f.Transport.SendSnapshot(ctx, to, env)
+	return f.Transport.SendSnapshot(ctx, to, env, data)
 }
 
 // Request implements Transport.
@@ -95,4 +95,12 @@ func (f *Faulty) HandleRequest(ctx context.Context, req *wire.Request) *wire.Res
 		return &wire.Response{Status: wire.StatusError, Message: "partitioned (fault injection)"}
 	}
 	return f.h.HandleRequest(ctx, req)
+}
+
+// HandleSnapshot implements Handler, refusing snapshots from blocked nodes.
+func (f *Faulty) HandleSnapshot(ctx context.Context, env Envelope, next func() ([]byte, error)) error {
+	if f.blocked(env.Msg.From) {
+		return ErrUnreachable
+	}
+	return f.h.HandleSnapshot(ctx, env, next)
 }

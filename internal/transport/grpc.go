@@ -2,7 +2,9 @@ package transport
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"sync"
@@ -19,9 +21,6 @@ import (
 // or a batch of raft messages (raft caps one at about 1 MiB of entries).
 const maxMsg = 64 << 20
 
-// snapChunk is the size of one snapshot stream frame.
-const snapChunk = 1 << 20
-
 // Config of a GRPC transport.
 type Config struct {
 	NodeID uint64
@@ -35,7 +34,29 @@ type Config struct {
 	Unreachable UnreachableFunc
 	// QueueLen bounds the batches queued per peer. Default 1024.
 	QueueLen int
-	Logger   *slog.Logger
+	// MaxSnapshotBytes bounds the data of one incoming snapshot stream;
+	// the stream is cut beyond it. Default 64 GiB.
+	MaxSnapshotBytes int64
+	// MaxIncomingSnapshots bounds the snapshot streams received at once;
+	// more are refused (the sender retries later). Default 2.
+	MaxIncomingSnapshots int
+	Logger               *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.QueueLen == 0 {
+		c.QueueLen = 1024
+	}
+	if c.MaxSnapshotBytes == 0 {
+		c.MaxSnapshotBytes = 64 << 30
+	}
+	if c.MaxIncomingSnapshots == 0 {
+		c.MaxIncomingSnapshots = 2
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
 }
 
 // GRPC is the real transport.
@@ -47,6 +68,7 @@ type GRPC struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	stats  counters
 }
 
 var _ Transport = (*GRPC)(nil)
@@ -61,12 +83,7 @@ type peer struct {
 
 // NewGRPC listens and starts one sender goroutine per peer.
 func NewGRPC(cfg Config) (*GRPC, error) {
-	if cfg.QueueLen == 0 {
-		cfg.QueueLen = 1024
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
+	cfg = cfg.withDefaults()
 	lis := cfg.Listener
 	if lis == nil {
 		var err error
@@ -77,7 +94,8 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 	t := &GRPC{cfg: cfg, lis: lis, peers: map[uint64]*peer{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.srv = grpc.NewServer(grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
-	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler})
+	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler, cfg: cfg, stats: &t.stats,
+		snapSem: make(chan struct{}, cfg.MaxIncomingSnapshots)})
 	for id, addr := range cfg.Peers {
 		if id == cfg.NodeID {
 			continue
@@ -203,16 +221,22 @@ func (t *GRPC) openStream(p *peer) (grpc.ClientStream, context.CancelFunc, error
 	return s, cancel, nil
 }
 
-// SendSnapshot implements Transport.
-func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope) error {
+// SendSnapshot implements Transport: a header frame (the MsgSnap without
+// data), then one frame per chunk. gRPC's flow control blocks SendMsg
+// while the receiver is behind, so at most a few chunks are in memory.
+func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data SnapshotReader) error {
 	p, ok := t.peers[to]
 	if !ok {
 		return ErrUnknownPeer
 	}
-	data := env.Msg.Snapshot.Data
 	head := env
-	head.Msg.Snapshot = env.Msg.Snapshot
-	head.Msg.Snapshot.Data = nil
+	if env.Msg.Snapshot != nil {
+		sn := *env.Msg.Snapshot
+		sn.Data = nil
+		head.Msg.Snapshot = &sn
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	s, err := p.conn.NewStream(ctx, &serviceDesc.Streams[1], "/cairn.Peer/Snapshot")
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
@@ -220,12 +244,17 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope) error 
 	if err := s.SendMsg(&frame{b: EncodeBatch([]Envelope{head})}); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	for len(data) > 0 {
-		n := min(len(data), snapChunk)
-		if err := s.SendMsg(&frame{b: data[:n]}); err != nil {
+	for {
+		chunk, err := data.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("transport: snapshot to %d: read: %w", to, err)
+		}
+		if err := s.SendMsg(&frame{b: chunk}); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreachable, err)
 		}
-		data = data[n:]
 	}
 	if err := s.CloseSend(); err != nil {
 		return err
@@ -278,4 +307,25 @@ func (t *GRPC) Close() error {
 	}
 	t.wg.Wait()
 	return nil
+}
+
+// Stats are counters of what the peer server refused.
+type Stats struct {
+	// BadFrames: frames that did not decode (the stream was closed).
+	BadFrames uint64
+	// Panics: handler panics recovered (the stream was closed).
+	Panics uint64
+	// SnapshotsRefused: snapshot streams refused (too many at once, bad
+	// header, over the byte bound, or refused by the handler).
+	SnapshotsRefused uint64
+}
+
+type counters struct {
+	badFrames, panics, snapsRefused atomic.Uint64
+}
+
+// Stats returns the server's counters.
+func (t *GRPC) Stats() Stats {
+	return Stats{BadFrames: t.stats.badFrames.Load(), Panics: t.stats.panics.Load(),
+		SnapshotsRefused: t.stats.snapsRefused.Load()}
 }

@@ -6,12 +6,13 @@ import (
 	"fmt"
 	"io"
 
+	"runtime/debug"
+
 	"github.com/cairn-db/cairn/internal/wire"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
-
-// maxSnapshot bounds the data of one received snapshot.
-const maxSnapshot = 4 << 30
 
 // frame is the only message type on the wire: opaque bytes whose encoding
 // belongs to this package (batches) or to package wire (requests).
@@ -39,7 +40,23 @@ func (codec) Unmarshal(data []byte, v any) error {
 	return nil
 }
 
-type server struct{ h Handler }
+type server struct {
+	h       Handler
+	cfg     Config
+	stats   *counters
+	snapSem chan struct{}
+}
+
+// guard turns a handler panic into an error that closes the stream, so
+// no input crashes the node. It is the last line of defence: the handler
+// validates messages before they reach raft.
+func (s *server) guard(what string, err *error) {
+	if p := recover(); p != nil {
+		s.stats.panics.Add(1)
+		s.cfg.Logger.Error("peer handler panicked: stream dropped", "rpc", what, "panic", p, "stack", string(debug.Stack()))
+		*err = status.Errorf(codes.Internal, "transport: %s handler failed", what)
+	}
+}
 
 type peerService interface{}
 
@@ -56,22 +73,26 @@ var serviceDesc = grpc.ServiceDesc{
 	},
 }
 
-func requestHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+func requestHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (out any, err error) {
+	sv := srv.(*server)
+	defer sv.guard("request", &err)
 	var in frame
 	if err := dec(&in); err != nil {
 		return nil, err
 	}
 	var req wire.Request
 	if err := req.Unmarshal(in.b); err != nil {
+		sv.stats.badFrames.Add(1)
 		resp := wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 		return &frame{b: resp.Marshal()}, nil
 	}
-	resp := srv.(*server).h.HandleRequest(ctx, &req)
+	resp := sv.h.HandleRequest(ctx, &req)
 	return &frame{b: resp.Marshal()}, nil
 }
 
-func raftHandler(srv any, stream grpc.ServerStream) error {
-	h := srv.(*server).h
+func raftHandler(srv any, stream grpc.ServerStream) (err error) {
+	sv := srv.(*server)
+	defer sv.guard("raft", &err)
 	for {
 		var f frame
 		if err := stream.RecvMsg(&f); err != nil {
@@ -82,37 +103,64 @@ func raftHandler(srv any, stream grpc.ServerStream) error {
 		}
 		envs, err := DecodeBatch(f.b)
 		if err != nil {
-			return err
+			sv.stats.badFrames.Add(1)
+			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		h.HandleRaft(envs)
+		sv.h.HandleRaft(envs)
 	}
 }
 
-func snapshotHandler(srv any, stream grpc.ServerStream) error {
+// snapshotHandler receives one snapshot: a header frame (one MsgSnap
+// without data), then data frames until the client closes its side. At
+// most MaxIncomingSnapshots run at once and each is cut beyond
+// MaxSnapshotBytes; the handler spills the chunks as they come.
+func snapshotHandler(srv any, stream grpc.ServerStream) (err error) {
+	sv := srv.(*server)
+	defer sv.guard("snapshot", &err)
+	select {
+	case sv.snapSem <- struct{}{}:
+		defer func() { <-sv.snapSem }()
+	default:
+		sv.stats.snapsRefused.Add(1)
+		return status.Error(codes.ResourceExhausted, "transport: too many incoming snapshots")
+	}
+	defer func() {
+		if err != nil {
+			sv.stats.snapsRefused.Add(1)
+		}
+	}()
 	var head frame
 	if err := stream.RecvMsg(&head); err != nil {
 		return err
 	}
 	envs, err := DecodeBatch(head.b)
-	if err != nil || len(envs) != 1 {
-		return fmt.Errorf("transport: bad snapshot header")
+	if err != nil || len(envs) != 1 || envs[0].Msg.Snapshot == nil {
+		sv.stats.badFrames.Add(1)
+		return status.Error(codes.InvalidArgument, "transport: bad snapshot header")
 	}
-	var data []byte
-	for {
+	var total int64
+	eof := false
+	next := func() ([]byte, error) {
+		if eof {
+			return nil, io.EOF
+		}
 		var f frame
 		err := stream.RecvMsg(&f)
 		if errors.Is(err, io.EOF) {
-			break
+			eof = true
+			return nil, io.EOF
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if len(data)+len(f.b) > maxSnapshot {
-			return fmt.Errorf("transport: snapshot over %d bytes", maxSnapshot)
+		total += int64(len(f.b))
+		if total > sv.cfg.MaxSnapshotBytes {
+			return nil, fmt.Errorf("%w: over %d bytes", ErrSnapshotTooLarge, sv.cfg.MaxSnapshotBytes)
 		}
-		data = append(data, f.b...)
+		return f.b, nil
 	}
-	envs[0].Msg.Snapshot.Data = data
-	srv.(*server).h.HandleRaft(envs)
+	if err := sv.h.HandleSnapshot(stream.Context(), envs[0], next); err != nil {
+		return status.Error(codes.Aborted, err.Error())
+	}
 	return stream.SendMsg(&frame{})
 }

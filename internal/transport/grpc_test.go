@@ -3,6 +3,8 @@ package transport
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -16,6 +18,26 @@ type recorder struct {
 	mu   sync.Mutex
 	envs []Envelope
 	got  chan struct{}
+	// chunks and maxChunk: snapshot frames received, and the largest.
+	chunks, maxChunk int
+	// snap, if set, handles snapshots instead.
+	snap func(ctx context.Context, env Envelope, next func() ([]byte, error)) error
+}
+
+// chunked is a SnapshotReader over data in chunks of n bytes.
+type chunked struct {
+	data []byte
+	n    int
+}
+
+func (c *chunked) Next() ([]byte, error) {
+	if len(c.data) == 0 {
+		return nil, io.EOF
+	}
+	k := min(c.n, len(c.data))
+	b := c.data[:k:k]
+	c.data = c.data[k:]
+	return b, nil
 }
 
 func (r *recorder) HandleRaft(envs []Envelope) {
@@ -26,6 +48,30 @@ func (r *recorder) HandleRaft(envs []Envelope) {
 	case r.got <- struct{}{}:
 	default:
 	}
+}
+
+func (r *recorder) HandleSnapshot(ctx context.Context, env Envelope, next func() ([]byte, error)) error {
+	if r.snap != nil {
+		return r.snap(ctx, env, next)
+	}
+	var data []byte
+	for {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		r.mu.Lock()
+		r.chunks++
+		r.maxChunk = max(r.maxChunk, len(b))
+		r.mu.Unlock()
+		data = append(data, b...)
+	}
+	env.Msg.Snapshot.Data = data
+	r.HandleRaft([]Envelope{env})
+	return nil
 }
 
 func (r *recorder) HandleRequest(_ context.Context, req *wire.Request) *wire.Response {
@@ -99,10 +145,17 @@ func TestGRPCRequestAndSnapshot(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789"), 300_000) // 3 MB: several chunks
 	snap := raftpb.Message{Type: raftpb.MsgSnap, From: 1, To: 2, Snapshot: &raftpb.Snapshot{
 		Data: data, Metadata: raftpb.SnapshotMetadata{Index: 77, Term: 3}}}
-	if err := t1.SendSnapshot(ctx, 2, Envelope{ShardID: 4, Msg: snap}); err != nil {
+	if err := t1.SendSnapshot(ctx, 2, Envelope{ShardID: 4, Msg: snap}, &chunked{data: data, n: 64 << 10}); err != nil {
 		t.Fatal(err)
 	}
 	envs := r2.wait(t, 1)
+	r2.mu.Lock()
+	chunks, maxChunk := r2.chunks, r2.maxChunk
+	r2.mu.Unlock()
+	// Streamed as the reader cut it: 46 frames of at most 64 KiB.
+	if chunks != (len(data)+(64<<10)-1)/(64<<10) || maxChunk > 64<<10 {
+		t.Fatalf("snapshot arrived in %d chunks, largest %d bytes", chunks, maxChunk)
+	}
 	got := envs[0].Msg
 	if envs[0].ShardID != 4 || got.Snapshot.Metadata.Index != 77 || !bytes.Equal(got.Snapshot.Data, data) {
 		t.Fatalf("snapshot arrived wrong: shard %d index %d %d bytes", envs[0].ShardID, got.Snapshot.Metadata.Index, len(got.Snapshot.Data))

@@ -85,17 +85,29 @@ func (m *Mem) Send(to uint64, envs []Envelope) {
 }
 
 // SendSnapshot implements Transport.
-func (m *Mem) SendSnapshot(ctx context.Context, to uint64, env Envelope) error {
+func (m *Mem) SendSnapshot(ctx context.Context, to uint64, env Envelope, data SnapshotReader) error {
 	h, ok := m.net.handler(m.self, to)
 	if !ok {
 		return ErrUnreachable
 	}
-	out, err := DecodeBatch(EncodeBatch([]Envelope{env}))
+	head := env
+	if env.Msg.Snapshot != nil {
+		sn := *env.Msg.Snapshot
+		sn.Data = nil
+		head.Msg.Snapshot = &sn
+	}
+	out, err := DecodeBatch(EncodeBatch([]Envelope{head}))
 	if err != nil {
 		return err
 	}
-	h.HandleRaft(out)
-	return nil
+	next := func() ([]byte, error) {
+		if _, ok := m.net.handler(m.self, to); !ok {
+			return nil, ErrUnreachable
+		}
+		b, err := data.Next()
+		return append([]byte(nil), b...), err
+	}
+	return h.HandleSnapshot(ctx, out[0], next)
 }
 
 // Request implements Transport.

@@ -15,6 +15,9 @@ var (
 	ErrUnknownPeer = errors.New("transport: unknown peer")
 	ErrUnreachable = errors.New("transport: peer unreachable")
 	ErrClosed      = errors.New("transport: closed")
+	// ErrSnapshotTooLarge: an incoming snapshot stream went over
+	// Config.MaxSnapshotBytes.
+	ErrSnapshotTooLarge = errors.New("transport: snapshot too large")
 )
 
 // Envelope is one raft message of one shard.
@@ -24,19 +27,33 @@ type Envelope struct {
 }
 
 // Handler receives what other nodes send. Its methods must not block for
-// long: HandleRaft only queues.
+// long: HandleRaft only queues. Nothing received is trusted: the handler
+// checks every message against its shard descriptors.
 type Handler interface {
 	HandleRaft(envs []Envelope)
 	HandleRequest(ctx context.Context, req *wire.Request) *wire.Response
+	// HandleSnapshot receives a MsgSnap (metadata only; Snapshot.Data is
+	// nil) and its data: next returns the chunks in order, then io.EOF,
+	// or an error if the stream broke or went over its bound. A nil error
+	// tells the sender the snapshot was delivered.
+	HandleSnapshot(ctx context.Context, env Envelope, next func() ([]byte, error)) error
+}
+
+// SnapshotReader yields the data of an outgoing snapshot in chunks.
+type SnapshotReader interface {
+	// Next returns the next chunk, which the transport may keep, or
+	// io.EOF after the last.
+	Next() ([]byte, error)
 }
 
 // Transport sends to other nodes.
 type Transport interface {
 	// Send queues messages for node to (never blocks; may drop).
 	Send(to uint64, envs []Envelope)
-	// SendSnapshot streams a MsgSnap (with its data) and waits until the
-	// receiver has queued it.
-	SendSnapshot(ctx context.Context, to uint64, env Envelope) error
+	// SendSnapshot streams a MsgSnap's metadata (env.Msg.Snapshot.Data is
+	// not sent) and then data's chunks, with flow control, and waits
+	// until the receiver has handled it.
+	SendSnapshot(ctx context.Context, to uint64, env Envelope, data SnapshotReader) error
 	// Request forwards a client request and waits for the answer.
 	Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error)
 	// Reachable reports whether the last exchange with node succeeded.
@@ -75,7 +92,9 @@ func DecodeBatch(b []byte) ([]Envelope, error) {
 		return nil, fmt.Errorf("transport: bad batch header")
 	}
 	b = b[k:]
-	envs := make([]Envelope, 0, n)
+	// The count is the sender's word: capacity grows with what decodes,
+	// never with what the header claims.
+	envs := make([]Envelope, 0, min(n, 64))
 	for i := uint64(0); i < n; i++ {
 		id, k := binary.Uvarint(b)
 		if k <= 0 {

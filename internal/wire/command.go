@@ -1,6 +1,10 @@
 package wire
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+
+	"github.com/cespare/xxhash/v2"
+)
 
 // Op is the kind of a write command.
 type Op uint8
@@ -24,27 +28,48 @@ const (
 // MaxRequestID is the longest request id accepted.
 const MaxRequestID = 32
 
-// Command is one write, proposed as one Raft entry.
+// Command is one write, proposed in a Raft entry. It carries no time:
+// dedup records age by the shard clock, which only the entries' leader
+// stamps move (see internal/statemachine).
 type Command struct {
 	RequestID []byte
-	// UnixNano is the proposer's wall clock; it only ages dedup records, so
-	// every replica ages them identically.
-	UnixNano int64
-	Op       Op
-	Cond     Cond
-	Version  uint64 // for CondIfMatch
-	Key      []byte
-	Value    []byte
+	Op        Op
+	Cond      Cond
+	Version   uint64 // for CondIfMatch
+	Key       []byte
+	Value     []byte
 }
 
-const commandV1 = 1
+// Command encodings: commandV1 also held the proposer's wall clock (read
+// and ignored, for logs written by an earlier Cairn); commandV2 does not.
+const (
+	commandV1 = 1
+	commandV2 = 3
+)
+
+// Fingerprint identifies what c does — its operation, condition, compared
+// version, key and value, but not its request id or time — so a retry of
+// a write can be told apart from another write that reuses its request
+// id. Two commands with equal fingerprints are the same write (up to a
+// 2^-64 chance).
+func (c *Command) Fingerprint() uint64 {
+	var h xxhash.Digest
+	h.Reset()
+	var hdr [2 + 8 + binary.MaxVarintLen64]byte
+	hdr[0], hdr[1] = byte(c.Op), byte(c.Cond)
+	binary.BigEndian.PutUint64(hdr[2:10], c.Version)
+	n := 10 + binary.PutUvarint(hdr[10:], uint64(len(c.Key)))
+	_, _ = h.Write(hdr[:n])
+	_, _ = h.Write(c.Key)
+	_, _ = h.Write(c.Value)
+	return h.Sum64()
+}
 
 // Marshal encodes c.
 func (c *Command) Marshal() []byte {
 	w := writer{b: make([]byte, 0, 24+len(c.RequestID)+len(c.Key)+len(c.Value))}
-	w.u8(commandV1)
+	w.u8(commandV2)
 	w.bytes(c.RequestID)
-	w.i64(c.UnixNano)
 	w.u8(uint8(c.Op))
 	w.u8(uint8(c.Cond))
 	w.u64(c.Version)
@@ -56,11 +81,14 @@ func (c *Command) Marshal() []byte {
 // Unmarshal decodes b into c; c's slices alias b.
 func (c *Command) Unmarshal(b []byte) error {
 	r := reader{b: b}
-	if v := r.u8(); v != commandV1 && r.err == nil {
+	v := r.u8()
+	if v != commandV1 && v != commandV2 && r.err == nil {
 		r.fail("command version")
 	}
 	c.RequestID = r.bytes()
-	c.UnixNano = r.i64()
+	if v == commandV1 {
+		_ = r.i64() // the proposer's wall clock, no longer used
+	}
 	c.Op = Op(r.u8())
 	c.Cond = Cond(r.u8())
 	c.Version = r.u64()
@@ -97,6 +125,13 @@ const (
 	StatusInvalid            Status = 8
 	StatusError              Status = 9
 	StatusNoReplica          Status = 10
+	// StatusRequestIDReused: the request id names an earlier, different
+	// write; nothing was applied.
+	StatusRequestIDReused Status = 11
+	// StatusWrongShard: the receiver's descriptor of the shard disagrees
+	// with the request (a key outside its token range, another epoch);
+	// nothing was done.
+	StatusWrongShard Status = 12
 )
 
 // Result is the outcome of an applied command; it is stored in the dedup
@@ -129,11 +164,18 @@ func (r *Result) Unmarshal(b []byte) error {
 	return rd.done()
 }
 
-// An entry's data is either one command (first byte commandV1) or a batch
-// of commands (first byte batchV1): a count, then each command's encoding
-// length-prefixed. A batch never holds two commands on the same key, so a
-// command's version (its entry's log index) stays unique per key.
-const batchV1 = 2
+// An entry's data is one command (first byte commandV1 or commandV2), a
+// batch of commands (first byte batchV1: a count, then each command's
+// encoding length-prefixed), or a stamped entry (first byte stampedV1: the
+// proposing leader's clock reading, then a count that may be 0 and the
+// commands as in a batch). Only a leader stamps the entries it proposes
+// (see internal/statemachine's shard clock). An entry never holds two
+// commands on the same key, so a command's version (its entry's log index)
+// stays unique per key.
+const (
+	batchV1   = 2
+	stampedV1 = 4
+)
 
 // MarshalBatch encodes already encoded commands as one entry.
 func MarshalBatch(cmds [][]byte) []byte {
@@ -150,29 +192,67 @@ func MarshalBatch(cmds [][]byte) []byte {
 	return w.b
 }
 
+// MarshalStamped encodes already encoded commands (none for an entry that
+// only moves the shard clock) as one entry stamped with a leader's clock
+// reading.
+func MarshalStamped(clock uint64, cmds [][]byte) []byte {
+	n := 1 + 2*binary.MaxVarintLen64
+	for _, c := range cmds {
+		n += binary.MaxVarintLen64 + len(c)
+	}
+	w := writer{b: make([]byte, 0, n)}
+	w.u8(stampedV1)
+	w.u64(clock)
+	w.u64(uint64(len(cmds)))
+	for _, c := range cmds {
+		w.bytes(c)
+	}
+	return w.b
+}
+
 // maxBatch bounds the commands of one entry a decoder accepts.
 const maxBatch = 1 << 16
+
+// Entry is a decoded entry's data.
+type Entry struct {
+	// Stamped: a leader stamped the entry with its clock reading Clock.
+	Stamped bool
+	Clock   uint64
+	// Commands are the encoded commands, aliasing the data.
+	Commands [][]byte
+}
+
+// DecodeEntry decodes an entry's data.
+func DecodeEntry(data []byte) (Entry, error) {
+	if len(data) == 0 || (data[0] != batchV1 && data[0] != stampedV1) {
+		return Entry{Commands: [][]byte{data}}, nil
+	}
+	var e Entry
+	r := reader{b: data[1:]}
+	if data[0] == stampedV1 {
+		e.Stamped = true
+		e.Clock = r.u64()
+	}
+	n := r.u64()
+	if r.err == nil && (n > maxBatch || n == 0 && !e.Stamped) {
+		r.fail("batch size")
+	}
+	if r.err != nil {
+		return Entry{}, r.err
+	}
+	e.Commands = make([][]byte, 0, n)
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		e.Commands = append(e.Commands, r.bytes())
+	}
+	if err := r.done(); err != nil {
+		return Entry{}, err
+	}
+	return e, nil
+}
 
 // SplitEntry returns the encoded commands of an entry's data (one for a
 // plain command, aliasing data).
 func SplitEntry(data []byte) ([][]byte, error) {
-	if len(data) == 0 || data[0] != batchV1 {
-		return [][]byte{data}, nil
-	}
-	r := reader{b: data[1:]}
-	n := r.u64()
-	if r.err == nil && (n == 0 || n > maxBatch) {
-		r.fail("batch size")
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	out := make([][]byte, 0, n)
-	for i := uint64(0); i < n && r.err == nil; i++ {
-		out = append(out, r.bytes())
-	}
-	if err := r.done(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	e, err := DecodeEntry(data)
+	return e.Commands, err
 }

@@ -9,6 +9,7 @@ const (
 	KindRead         Kind = 2 // linearizable read, needs the shard leader
 	KindReadLocal    Kind = 3 // serializable read from the receiver's replica
 	KindAppliedIndex Kind = 4 // the receiver replica's applied index
+	KindNodeInfo     Kind = 5 // read-only: the receiver's NodeInfo (no shard)
 )
 
 // Request is what a coordinator sends to another node.
@@ -72,7 +73,7 @@ func (r *Request) Unmarshal(b []byte) error {
 	if err := rd.done(); err != nil {
 		return err
 	}
-	if r.Kind < KindWrite || r.Kind > KindAppliedIndex {
+	if r.Kind < KindWrite || r.Kind > KindNodeInfo {
 		rd.fail("unknown kind")
 	}
 	return rd.err

@@ -7,13 +7,13 @@ import (
 )
 
 func TestCommandRoundTrip(t *testing.T) {
-	c := Command{RequestID: []byte("0123456789abcdef"), UnixNano: -5, Op: OpPut, Cond: CondIfMatch,
+	c := Command{RequestID: []byte("0123456789abcdef"), Op: OpPut, Cond: CondIfMatch,
 		Version: 1 << 40, Key: []byte("k\x00/"), Value: bytes.Repeat([]byte{0xff}, 300)}
 	var d Command
 	if err := d.Unmarshal(c.Marshal()); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(d.RequestID, c.RequestID) || d.UnixNano != c.UnixNano || d.Op != c.Op ||
+	if !bytes.Equal(d.RequestID, c.RequestID) || d.Op != c.Op ||
 		d.Cond != c.Cond || d.Version != c.Version || !bytes.Equal(d.Key, c.Key) || !bytes.Equal(d.Value, c.Value) {
 		t.Fatalf("round trip: %+v != %+v", d, c)
 	}
@@ -91,10 +91,59 @@ func TestBatchRoundTrip(t *testing.T) {
 	}
 }
 
+// A command of the earlier encoding (with the proposer's wall clock)
+// still decodes, its time ignored.
+func TestCommandV1Decodes(t *testing.T) {
+	w := writer{}
+	w.u8(commandV1)
+	w.bytes([]byte("id"))
+	w.i64(1 << 60)
+	w.u8(uint8(OpPut))
+	w.u8(uint8(CondIfMatch))
+	w.u64(7)
+	w.bytes([]byte("k"))
+	w.bytes([]byte("v"))
+	var c Command
+	if err := c.Unmarshal(w.b); err != nil {
+		t.Fatal(err)
+	}
+	if string(c.RequestID) != "id" || c.Op != OpPut || c.Cond != CondIfMatch || c.Version != 7 || string(c.Key) != "k" || string(c.Value) != "v" {
+		t.Fatalf("v1 command decoded as %+v", c)
+	}
+}
+
+// Stamped entries carry the leader's clock reading and zero or more
+// commands; plain and batch entries are unstamped.
+func TestStampedEntryRoundTrip(t *testing.T) {
+	c := Command{RequestID: []byte("id"), Op: OpPut, Key: []byte("k"), Value: []byte("v")}
+	for _, n := range []int{0, 1, 3} {
+		cmds := make([][]byte, n)
+		for i := range cmds {
+			cmds[i] = c.Marshal()
+		}
+		data := MarshalStamped(1<<50+uint64(n), cmds)
+		e, err := DecodeEntry(data)
+		if err != nil || !e.Stamped || e.Clock != 1<<50+uint64(n) || len(e.Commands) != n {
+			t.Fatalf("%d commands: %+v %v", n, e, err)
+		}
+		for i := 1; i < len(data); i++ {
+			if _, err := DecodeEntry(data[:i]); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("truncated stamped entry (%d of %d bytes): %v", i, len(data), err)
+			}
+		}
+	}
+	for _, data := range [][]byte{c.Marshal(), MarshalBatch([][]byte{c.Marshal()})} {
+		if e, err := DecodeEntry(data); err != nil || e.Stamped || len(e.Commands) != 1 {
+			t.Fatalf("unstamped entry: %+v %v", e, err)
+		}
+	}
+}
+
 func FuzzDecode(f *testing.F) {
 	c := Command{RequestID: []byte("id"), Op: OpPut, Key: []byte("k"), Value: []byte("v")}
 	f.Add(c.Marshal())
 	f.Add(MarshalBatch([][]byte{c.Marshal(), c.Marshal()}))
+	f.Add(MarshalStamped(5, [][]byte{c.Marshal()}))
 	r := Request{Kind: KindRead, ShardID: 1, Key: []byte("k")}
 	f.Add(r.Marshal())
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
@@ -122,4 +171,30 @@ func FuzzDecode(f *testing.F) {
 		var res Result
 		_ = res.Unmarshal(b)
 	})
+}
+
+// The fingerprint covers what a command does and nothing else.
+func TestCommandFingerprint(t *testing.T) {
+	base := Command{RequestID: []byte("id"), Op: OpPut, Cond: CondIfMatch, Version: 3, Key: []byte("k"), Value: []byte("v")}
+	same := base
+	same.RequestID = []byte("other id")
+	if base.Fingerprint() != same.Fingerprint() {
+		t.Fatal("the request id changed the fingerprint")
+	}
+	for name, change := range map[string]func(*Command){
+		"op":      func(c *Command) { c.Op = OpDelete },
+		"cond":    func(c *Command) { c.Cond = CondIfAbsent },
+		"version": func(c *Command) { c.Version = 4 },
+		"key":     func(c *Command) { c.Key = []byte("k2") },
+		"value":   func(c *Command) { c.Value = []byte("v2") },
+		// The key's length is part of it: key "kv" with value "" is not
+		// key "k" with value "v".
+		"split": func(c *Command) { c.Key, c.Value = []byte("kv"), nil },
+	} {
+		c := base
+		change(&c)
+		if c.Fingerprint() == base.Fingerprint() {
+			t.Fatalf("a different %s kept the fingerprint", name)
+		}
+	}
 }

@@ -2,11 +2,13 @@ package integration
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/cairn-db/cairn/client"
 )
 
 type chaosResult struct {
@@ -91,12 +93,12 @@ func TestChaosComposedSchedule(t *testing.T) {
 
 func TestFaultHookOffByDefault(t *testing.T) {
 	c := newCluster(t, 3)
-	r := c.do("POST", c.url(1)+"/v1/admin/fault?partition=2", nil)
-	if r.code != 403 || !isJSONError(r.body) {
-		t.Fatalf("fault hook without --fault-injection: %d %s", r.code, r.body)
+	a := c.lc.Admin(1)
+	var e *client.Error
+	if err := a.Partition(t.Context(), 2); !errors.As(err, &e) || e.Status != 403 || e.Code == "" || e.Message == "" {
+		t.Fatalf("fault hook without --fault-injection: %v, want a 403 JSON error", err)
 	}
-	r = c.do("GET", c.url(1)+"/v1/admin/hashes", nil)
-	if r.code != 200 || !strings.Contains(r.body, `"hash"`) {
-		t.Fatalf("hashes: %d %s", r.code, r.body)
+	if hs, err := a.Hashes(t.Context()); err != nil || len(hs) == 0 || hs[0].Hash == "" {
+		t.Fatalf("hashes: %+v %v", hs, err)
 	}
 }

@@ -27,6 +27,7 @@ func TestHealthyCluster(t *testing.T) {
 	t.Run("BadReplicasChangeNothing", func(t *testing.T) { testBadReplicas(t, c) })
 	t.Run("BadInputChangesNothing", func(t *testing.T) { testBadInput(t, c) })
 	t.Run("RequestIDs", func(t *testing.T) { testRequestIDs(t, c) })
+	t.Run("RequestIDReuse", func(t *testing.T) { testRequestIDReuse(t, c) })
 	t.Run("StatusClusterMetrics", func(t *testing.T) { testEndpoints(t, c) })
 	t.Run("HTTP2WithoutTLS", func(t *testing.T) { testH2C(t, c) })
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 )
 
 // `cairn bench` against a real etcd (Debian's etcd-server, which `make test`
@@ -22,7 +24,7 @@ func TestBenchAgainstEtcd(t *testing.T) {
 	if err != nil {
 		t.Skip("etcd is not installed (apt-get install etcd-server); make test installs it when it can")
 	}
-	addrs, err := freeAddrs(2)
+	addrs, err := launcher.FreeAddrs([]string{"127.0.0.1", "127.0.0.1"})
 	if err != nil {
 		t.Fatal(err)
 	}

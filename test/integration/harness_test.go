@@ -3,14 +3,11 @@ package integration
 import (
 	"bytes"
 	"context"
-	bin "encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"math/bits"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -19,9 +16,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/lab/launcher"
+	"github.com/cairn-db/cairn/internal/shard"
 )
 
 // binary is the cairn executable TestMain built for this run.
@@ -79,37 +79,22 @@ const (
 	readyTimeout = 30 * time.Second // a started cluster elects every leader
 	exitTimeout  = 20 * time.Second // a signalled node exits
 	httpTimeout  = 10 * time.Second // any one HTTP exchange
-	startTries   = 3                // fresh ports after a bind failure
 )
 
-// node is one `cairn serve` process (possibly restarted many times).
-type node struct {
-	id       int
-	httpAddr string
-	peerAddr string
-	dir      string // data dir, kept across restarts
-	logPath  string // stderr and stdout of every run, appended
+// cluster is a set of real nodes started by one test through the
+// launcher. Every process is killed in t.Cleanup; on failure each node's
+// log tail is printed.
+type cluster struct {
+	t  *testing.T
+	lc *launcher.Cluster
+	hc *http.Client
 
 	mu       sync.Mutex
-	cmd      *exec.Cmd
-	exited   chan struct{} // closed when the current run has exited
-	expected bool          // the harness signalled this run
-	unexpect []string      // runs that exited on their own
-}
-
-// cluster is a set of real nodes started by one test. Every process is
-// killed in t.Cleanup; on failure each node's log tail is printed.
-type cluster struct {
-	t     *testing.T
-	nodes []*node
-	args  []string // flags common to every node
-	hc    *http.Client
+	unexpect []string // runs that exited on their own
 }
 
 // newCluster starts n nodes (ids 1..n, replication min(3, n), 16 shards)
 // with the extra serve flags and waits until every shard has a leader.
-// A bind failure (another process took a port between picking and
-// binding it) restarts the whole cluster on fresh ports.
 func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	t.Helper()
 	if testing.Short() {
@@ -123,155 +108,34 @@ func newCluster(t *testing.T, n int, extra ...string) *cluster {
 	}}
 	// TempDir first: cleanups run last-in first-out, so the nodes are
 	// killed and their logs printed before their directory is removed.
-	base := t.TempDir()
+	dir := t.TempDir()
 	t.Cleanup(c.cleanup)
-	for try := 1; ; try++ {
-		err := c.tryStart(filepath.Join(base, fmt.Sprint("try-", try)), n, extra)
-		if err == nil {
-			break
-		}
-		c.killAll()
-		if !errors.Is(err, errAddrInUse) || try == startTries {
-			t.Fatalf("starting a %d-node cluster: %v", n, err)
-		}
-		t.Logf("start attempt %d: %v; retrying on fresh ports", try, err)
+	lc, err := launcher.Launch(context.Background(), launcher.Config{
+		Bin: binary, Nodes: n, Dir: dir, Shards: 16, Extra: extra,
+		StopTimeout: exitTimeout, SysProcAttr: sysProcAttr,
+		OnExit: func(id int, err error) {
+			c.mu.Lock()
+			c.unexpect = append(c.unexpect, fmt.Sprintf("node %d exited on its own: %v", id, err))
+			c.mu.Unlock()
+		},
+	}, readyTimeout)
+	if err != nil {
+		t.Fatalf("starting a %d-node cluster: %v", n, err)
 	}
-	c.waitReady(readyTimeout)
+	c.lc = lc
 	return c
 }
 
-var errAddrInUse = errors.New("address already in use")
-
-func (c *cluster) tryStart(dir string, n int, extra []string) error {
-	addrs, err := freeAddrs(2 * n)
-	if err != nil {
-		return err
-	}
-	c.nodes = nil
-	var peers []string
-	for i := 1; i <= n; i++ {
-		nd := &node{id: i, httpAddr: addrs[2*i-2], peerAddr: addrs[2*i-1],
-			dir: filepath.Join(dir, fmt.Sprint("node-", i)), logPath: filepath.Join(dir, fmt.Sprintf("node-%d.log", i))}
-		c.nodes = append(c.nodes, nd)
-		peers = append(peers, fmt.Sprintf("%d=%s", i, nd.peerAddr))
-	}
-	c.args = append([]string{"--initial-cluster", strings.Join(peers, ","), "--shards", "16",
-		"--replication", fmt.Sprint(min(3, n))}, extra...)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for i := 1; i <= n; i++ {
-		if err := c.launch(i); err != nil {
-			return err
-		}
-	}
-	// Every node either answers or has exited; an exit is a failed start.
-	deadline := time.Now().Add(readyTimeout)
-	for i := 1; i <= n; i++ {
-		for {
-			if !c.running(i) {
-				log := c.log(i)
-				if strings.Contains(log, "address already in use") {
-					return fmt.Errorf("node %d: %w", i, errAddrInUse)
-				}
-				return fmt.Errorf("node %d exited at start:\n%s", i, tail(log, 20))
-			}
-			if code, _, _ := c.get(i, "/v1/status"); code == 200 {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("node %d does not answer /v1/status after %v", i, readyTimeout)
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-	}
-	return nil
-}
-
-// freeAddrs returns n distinct 127.0.0.1 addresses that were free a moment
-// ago: all are held open together so none repeats, then released.
-func freeAddrs(n int) ([]string, error) {
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	var out []string
-	for i := 0; i < n; i++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		ls = append(ls, l)
-		out = append(out, l.Addr().String())
-	}
-	return out, nil
-}
-
-func (c *cluster) node(i int) *node { return c.nodes[i-1] }
-
 // url of node i's HTTP API.
-func (c *cluster) url(i int) string { return "http://" + c.node(i).httpAddr }
+func (c *cluster) url(i int) string { return c.lc.URL(i) }
 
 // running reports whether node i's process is alive.
-func (c *cluster) running(i int) bool {
-	nd := c.node(i)
-	nd.mu.Lock()
-	defer nd.mu.Unlock()
-	if nd.cmd == nil {
-		return false
-	}
-	select {
-	case <-nd.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// launch starts node i on its data dir with the cluster's flags.
-func (c *cluster) launch(i int) error {
-	nd := c.node(i)
-	if c.running(i) {
-		return fmt.Errorf("node %d is already running", i)
-	}
-	logf, err := os.OpenFile(nd.logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	args := append([]string{"serve", "--node-id", fmt.Sprint(nd.id), "--http-addr", nd.httpAddr,
-		"--peer-addr", nd.peerAddr, "--data-dir", nd.dir}, c.args...)
-	fmt.Fprintf(logf, "=== harness %s: starting node %d: cairn %s\n", time.Now().Format("15:04:05.000"), nd.id, strings.Join(args, " "))
-	cmd := exec.Command(binary, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = sysProcAttr()
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	exited := make(chan struct{})
-	nd.mu.Lock()
-	nd.cmd, nd.exited, nd.expected = cmd, exited, false
-	nd.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		nd.mu.Lock()
-		if !nd.expected {
-			nd.unexpect = append(nd.unexpect, fmt.Sprintf("pid %d exited on its own: %v", cmd.Process.Pid, err))
-		}
-		nd.mu.Unlock()
-		fmt.Fprintf(logf, "=== harness %s: node %d exited: %v\n", time.Now().Format("15:04:05.000"), nd.id, err)
-		logf.Close()
-		close(exited)
-	}()
-	return nil
-}
+func (c *cluster) running(i int) bool { return c.lc.Running(i) }
 
 // start (re)starts node i on its data dir; it does not wait for readiness.
 func (c *cluster) start(i int) {
 	c.t.Helper()
-	if err := c.launch(i); err != nil {
+	if err := c.lc.Start(i); err != nil {
 		c.t.Fatalf("starting node %d: %v", i, err)
 	}
 }
@@ -280,74 +144,29 @@ func (c *cluster) start(i int) {
 // node that does not stop within exitTimeout is killed and the test fails.
 func (c *cluster) stop(i int) {
 	c.t.Helper()
-	if err := c.signal(i, syscall.SIGTERM); err != nil {
+	if err := c.lc.Stop(i); err != nil {
 		c.t.Errorf("SIGTERM of node %d: %v", i, err)
 	}
 }
 
 // kill sends SIGKILL to node i and waits for it to exit.
-func (c *cluster) kill(i int) {
-	c.t.Helper()
-	if err := c.signal(i, syscall.SIGKILL); err != nil && !strings.Contains(err.Error(), "killed") {
-		c.t.Errorf("SIGKILL of node %d: %v", i, err)
-	}
-}
-
-// signal sends s to node i and waits (bounded) for it to exit; it returns
-// the exit error.
-func (c *cluster) signal(i int, s syscall.Signal) error {
-	nd := c.node(i)
-	nd.mu.Lock()
-	cmd, exited := nd.cmd, nd.exited
-	if cmd == nil {
-		nd.mu.Unlock()
-		return nil
-	}
-	select {
-	case <-exited:
-		nd.mu.Unlock()
-		return nil // already gone (an unexpected exit is reported at cleanup)
-	default:
-	}
-	nd.expected = true
-	nd.mu.Unlock()
-	_ = cmd.Process.Signal(s)
-	select {
-	case <-exited:
-	case <-time.After(exitTimeout):
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("no exit within %v of %v (killed)", exitTimeout, s)
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 0 {
-		return fmt.Errorf("exit: %v", cmd.ProcessState)
-	}
-	return nil
-}
-
-func (c *cluster) killAll() {
-	var wg sync.WaitGroup
-	for i := range c.nodes {
-		wg.Add(1)
-		go func() { defer wg.Done(); _ = c.signal(i+1, syscall.SIGKILL) }()
-	}
-	wg.Wait()
-}
+func (c *cluster) kill(i int) { c.lc.Kill(i) }
 
 func (c *cluster) cleanup() {
-	c.killAll()
-	for _, nd := range c.nodes {
-		nd.mu.Lock()
-		for _, u := range nd.unexpect {
-			c.t.Errorf("node %d: %s", nd.id, u)
-		}
-		nd.mu.Unlock()
+	if c.lc == nil {
+		return
 	}
+	c.lc.Close()
+	c.mu.Lock()
+	for _, u := range c.unexpect {
+		c.t.Errorf("%s", u)
+	}
+	c.mu.Unlock()
 	if !c.t.Failed() {
 		return
 	}
-	for _, nd := range c.nodes {
-		log := c.log(nd.id)
+	for id := 1; id <= c.lc.Size(); id++ {
+		log := c.lc.Log(id)
 		var notable []string
 		for _, l := range strings.Split(log, "\n") {
 			if strings.Contains(l, "level=ERROR") || strings.Contains(l, "panic") || strings.Contains(l, "fatal") {
@@ -361,104 +180,29 @@ func (c *cluster) cleanup() {
 			notable = append(notable[:10], append([]string{"…"}, notable[len(notable)-10:]...)...)
 		}
 		c.t.Logf("--- node %d (%s): %d log lines; errors/panics:\n%s\n--- node %d log tail ---\n%s",
-			nd.id, nd.httpAddr, strings.Count(log, "\n"), strings.Join(notable, "\n"), nd.id, tail(strings.TrimSpace(log), 50))
+			id, c.lc.Node(id).HTTPAddr, strings.Count(log, "\n"), strings.Join(notable, "\n"), id, tail(strings.TrimSpace(log), 50))
 	}
 }
 
-// log returns everything node i wrote so far.
-func (c *cluster) log(i int) string {
-	b, _ := os.ReadFile(c.node(i).logPath)
-	return string(b)
-}
-
-// waitReady polls until every running node answers GET /v1/status 200 and
+// waitReady waits until every running node answers GET /v1/status and
 // sees a running leader for every shard in GET /v1/cluster.
 func (c *cluster) waitReady(timeout time.Duration) {
 	c.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		why := c.notReady()
-		if why == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			c.t.Fatalf("cluster not ready after %v: %s", timeout, why)
-		}
-		time.Sleep(100 * time.Millisecond)
+	if err := c.lc.WaitReady(context.Background(), timeout); err != nil {
+		c.t.Fatal(err)
 	}
 }
 
-func (c *cluster) notReady() string {
-	for i := 1; i <= len(c.nodes); i++ {
-		if !c.running(i) {
-			continue
-		}
-		if code, body, err := c.get(i, "/v1/status"); code != 200 {
-			return fmt.Sprintf("node %d status: %d %v %.200s", i, code, err, body)
-		}
-		ci, err := c.clusterInfo(i)
-		if err != nil {
-			return fmt.Sprintf("node %d cluster: %v", i, err)
-		}
-		if len(ci.Shards) == 0 {
-			return fmt.Sprintf("node %d reports no shards", i)
-		}
-		for _, s := range ci.Shards {
-			if s.Leader == 0 || int(s.Leader) > len(c.nodes) || !c.running(int(s.Leader)) {
-				return fmt.Sprintf("node %d sees no running leader of shard %d (leader %d)", i, s.ID, s.Leader)
-			}
-		}
-	}
-	return ""
-}
-
-// clusterInfo is the part of GET /v1/cluster the tests read.
-type clusterInfo struct {
-	NodeID      uint64 `json:"node_id"`
-	Replication int    `json:"replication"`
-	Members     []struct {
-		NodeID uint64 `json:"node_id"`
-	} `json:"members"`
-	Shards []shardInfo `json:"shards"`
-}
-
-type shardInfo struct {
-	ID         uint64   `json:"id"`
-	TokenStart string   `json:"token_start"`
-	TokenEnd   string   `json:"token_end"`
-	Replicas   []uint64 `json:"replicas"`
-	Leader     uint64   `json:"leader"`
-	Applied    uint64   `json:"applied"`
-}
-
-// contains reports whether the shard owns token t ([start, end), end in
-// hex, "10000000000000000" meaning 2^64).
-func (s shardInfo) contains(t uint64) bool {
-	start, err := strconv.ParseUint(s.TokenStart, 16, 64)
-	if err != nil || t < start {
-		return false
-	}
-	end, err := strconv.ParseUint(s.TokenEnd, 16, 64)
-	return err != nil || t < end // err: the end is 2^64
-}
-
-func (c *cluster) clusterInfo(i int) (clusterInfo, error) {
-	var ci clusterInfo
-	code, body, err := c.get(i, "/v1/cluster")
-	if err != nil {
-		return ci, err
-	}
-	if code != 200 {
-		return ci, fmt.Errorf("GET /v1/cluster: %d %.200s", code, body)
-	}
-	return ci, json.Unmarshal([]byte(body), &ci)
+// clusterInfo is node i's GET /v1/cluster.
+func (c *cluster) clusterInfo(i int) (client.ClusterInfo, error) {
+	return c.lc.Admin(i).Cluster(context.Background())
 }
 
 // leaderCounts returns how many shards each node leads (0: no leader
 // known), as the first running node sees it.
 func (c *cluster) leaderCounts() map[int]int {
 	c.t.Helper()
-	for i := 1; i <= len(c.nodes); i++ {
+	for i := 1; i <= c.lc.Size(); i++ {
 		if !c.running(i) {
 			continue
 		}
@@ -477,7 +221,7 @@ func (c *cluster) leaderCounts() map[int]int {
 }
 
 // shardOf maps each key to the id of the shard owning it, from node i's
-// shard map and the same token function as the server (xxhash64).
+// shard map and the server's token function.
 func (c *cluster) shardOf(i int, keys []string) map[string]uint64 {
 	c.t.Helper()
 	ci, err := c.clusterInfo(i)
@@ -486,9 +230,9 @@ func (c *cluster) shardOf(i int, keys []string) map[string]uint64 {
 	}
 	out := map[string]uint64{}
 	for _, k := range keys {
-		t := xxhash64([]byte(k))
+		t := shard.Token([]byte(k))
 		for _, s := range ci.Shards {
-			if s.contains(t) {
+			if s.Owns(t) {
 				out[k] = s.ID
 				break
 			}
@@ -511,9 +255,9 @@ func (c *cluster) keysPerShard(prefix string, perShard int) []string {
 	var keys []string
 	for n := 0; len(keys) < perShard*len(ci.Shards) && n < 100000; n++ {
 		k := fmt.Sprintf("%s-%d", prefix, n)
-		t := xxhash64([]byte(k))
+		t := shard.Token([]byte(k))
 		for _, s := range ci.Shards {
-			if s.contains(t) && count[s.ID] < perShard {
+			if s.Owns(t) && count[s.ID] < perShard {
 				count[s.ID]++
 				keys = append(keys, k)
 			}
@@ -671,66 +415,4 @@ func errorCode(r result) (string, bool) {
 		return fmt.Sprintf("body %.200q is not {\"error\",\"message\"}", r.body), false
 	}
 	return e.Error, true
-}
-
-// xxhash64 is XXH64 with seed 0 (the server's token function, from
-// github.com/cespare/xxhash/v2, re-implemented to keep this package on the
-// standard library; TestXXHash64 pins it to known values).
-func xxhash64(b []byte) uint64 {
-	const (
-		p1 uint64 = 11400714785074694791
-		p2 uint64 = 14029467366897019727
-		p3 uint64 = 1609587929392839161
-		p4 uint64 = 9650029242287828579
-		p5 uint64 = 2870177450012600261
-	)
-	round := func(acc, in uint64) uint64 { return bits.RotateLeft64(acc+in*p2, 31) * p1 }
-	merge := func(h, v uint64) uint64 { return (h^round(0, v))*p1 + p4 }
-	n := uint64(len(b))
-	var h uint64
-	if len(b) >= 32 {
-		v1, v2, v3, v4 := p1, p2, uint64(0), uint64(0)
-		v1 += p2
-		v4 -= p1
-		for ; len(b) >= 32; b = b[32:] {
-			v1 = round(v1, bin.LittleEndian.Uint64(b[0:]))
-			v2 = round(v2, bin.LittleEndian.Uint64(b[8:]))
-			v3 = round(v3, bin.LittleEndian.Uint64(b[16:]))
-			v4 = round(v4, bin.LittleEndian.Uint64(b[24:]))
-		}
-		h = bits.RotateLeft64(v1, 1) + bits.RotateLeft64(v2, 7) + bits.RotateLeft64(v3, 12) + bits.RotateLeft64(v4, 18)
-		h = merge(merge(merge(merge(h, v1), v2), v3), v4)
-	} else {
-		h = p5
-	}
-	h += n
-	for ; len(b) >= 8; b = b[8:] {
-		h = bits.RotateLeft64(h^round(0, bin.LittleEndian.Uint64(b)), 27)*p1 + p4
-	}
-	if len(b) >= 4 {
-		h = bits.RotateLeft64(h^uint64(bin.LittleEndian.Uint32(b))*p1, 23)*p2 + p3
-		b = b[4:]
-	}
-	for _, ch := range b {
-		h = bits.RotateLeft64(h^uint64(ch)*p5, 11) * p1
-	}
-	h ^= h >> 33
-	h *= p2
-	h ^= h >> 29
-	h *= p3
-	h ^= h >> 32
-	return h
-}
-
-func TestXXHash64(t *testing.T) {
-	for in, want := range map[string]uint64{
-		"":    0xef46db3751d8e999,
-		"a":   0xd24ec4f1a98c6e5b,
-		"abc": 0x44bc2cf5ad770999,
-		"Nobody inspects the spammish repetition": 0xfbcea83c8a378bf1,
-	} {
-		if got := xxhash64([]byte(in)); got != want {
-			t.Errorf("xxhash64(%q) = %016x, want %016x", in, got, want)
-		}
-	}
 }

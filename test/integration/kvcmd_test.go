@@ -4,6 +4,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 )
 
 func TestKVCommand(t *testing.T) {
@@ -48,5 +51,40 @@ func TestKVCommand(t *testing.T) {
 	}
 	if _, code := run("", "get"); code != 2 {
 		t.Fatalf("get without a key: exit %d, want 2 (usage)", code)
+	}
+}
+
+// Defect "cairn kv rough edges": with no node listening the command fails
+// well before its deadline, says the nodes refused the connection (not
+// "timeout"), and prefixes its message once.
+func TestKVCommandNoNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary")
+	}
+	addrs, err := launcher.FreeAddrs([]string{"127.0.0.1", "127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := "--endpoints=http://" + addrs[0] + ",http://" + addrs[1] // nobody listens there
+	for _, args := range [][]string{{"get", "k"}, {"put", "k", "v"}, {"del", "k"}} {
+		cmd := exec.Command(binary, append(append([]string{"kv"}, args...), eps, "--timeout", "30s")...)
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		start := time.Now()
+		err := cmd.Run()
+		took := time.Since(start)
+		msg := stderr.String()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+			t.Fatalf("kv %v with no node: %v, want exit 1\n%s", args, err, msg)
+		}
+		if took > 15*time.Second {
+			t.Errorf("kv %v waited %v of its 30s deadline for nodes that refuse connections", args, took)
+		}
+		if strings.Count(msg, "cairn:") != 1 || !strings.HasPrefix(msg, "cairn: ") {
+			t.Errorf("kv %v: want one \"cairn:\" prefix: %q", args, msg)
+		}
+		if !strings.Contains(msg, "connection refused") || strings.Contains(msg, "timeout") {
+			t.Errorf("kv %v: want \"connection refused\", no \"timeout\": %q", args, msg)
+		}
 	}
 }

@@ -34,6 +34,14 @@ func (a *api) adminHashes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "this node cannot hash its replicas")
 		return
 	}
+	select {
+	case a.scans <- struct{}{}:
+		defer func() { <-a.scans }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "busy", "a full-data scan is already running on this node")
+		return
+	}
 	hs, err := h.ShardHashes()
 	if err != nil {
 		writeBackendError(w, a.cfg.Logger, err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -39,6 +38,13 @@ type Config struct {
 	Gatherer   prometheus.Gatherer
 	// Faults enables POST /v1/admin/fault; nil (the default) answers 403.
 	Faults FaultInjector
+	// Stopping ends when the node begins to stop: long runs (profiles,
+	// traces) end with it, so a shutdown never waits on them. Default:
+	// never ends.
+	Stopping context.Context
+	// MaxScans bounds the full-data scans (/v1/admin/hashes) running at
+	// once; more get 503. Default 1.
+	MaxScans int
 }
 
 func (c Config) withDefaults() Config {
@@ -57,6 +63,12 @@ func (c Config) withDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.Stopping == nil {
+		c.Stopping = context.Background()
+	}
+	if c.MaxScans <= 0 {
+		c.MaxScans = 1
+	}
 	if c.Registerer == nil || c.Gatherer == nil {
 		reg := prometheus.NewRegistry()
 		c.Registerer, c.Gatherer = reg, reg
@@ -69,12 +81,16 @@ type api struct {
 	cfg Config
 	sem chan struct{}
 	m   *metrics
+	// scans and profiles hold a token per running full-data scan and
+	// per running profile or trace.
+	scans, profiles chan struct{}
 }
 
 // New returns the API handler.
 func New(b Backend, cfg Config) http.Handler {
 	cfg = cfg.withDefaults()
-	a := &api{b: b, cfg: cfg, sem: make(chan struct{}, cfg.MaxInflight), m: newMetrics(cfg.Registerer)}
+	a := &api{b: b, cfg: cfg, sem: make(chan struct{}, cfg.MaxInflight), m: newMetrics(cfg.Registerer),
+		scans: make(chan struct{}, cfg.MaxScans), profiles: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	entity, kv := a.wrap("v0_entity", true, a.v0Entity), a.wrap("v1_kv", true, a.v1KV)
 	mux.Handle("/v0/status", a.wrap("v0_status", false, a.v0Status))
@@ -85,11 +101,7 @@ func New(b Backend, cfg Config) http.Handler {
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
 	mux.Handle("/v1/admin/fault", a.wrap("admin", false, a.adminFault))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
-	mux.Handle("/debug/pprof/", noDeadline(pprof.Index))
-	mux.Handle("/debug/pprof/cmdline", noDeadline(pprof.Cmdline))
-	mux.Handle("/debug/pprof/profile", noDeadline(pprof.Profile))
-	mux.Handle("/debug/pprof/symbol", noDeadline(pprof.Symbol))
-	mux.Handle("/debug/pprof/trace", noDeadline(pprof.Trace))
+	a.debugRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
 	})
@@ -104,15 +116,6 @@ func New(b Backend, cfg Config) http.Handler {
 		default:
 			mux.ServeHTTP(w, r)
 		}
-	})
-}
-
-// noDeadline serves h without the request's deadline (and cancellation):
-// a profile or trace runs for the seconds it was asked for, longer than
-// the request timeout the HTTP/1.1 server gives every request.
-func noDeadline(h http.HandlerFunc) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		h(w, r.WithContext(context.WithoutCancel(r.Context())))
 	})
 }
 

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -169,6 +170,21 @@ func TestV1ConditionalAndETag(t *testing.T) {
 	if r := do(t, h, "PUT", "/v1/kv/x", strings.NewReader("3"), map[string]string{"Cairn-Request-Id": "abc"}); r.code != 201 || string(f.lastW.RequestID) != "abc" {
 		t.Fatalf("request id not passed: %d %q", r.code, f.lastW.RequestID)
 	}
+	// A well-formed entity tag Cairn never made is a false precondition
+	// (412), not a malformed header, and changes nothing.
+	for _, tag := range []string{`"no-such-version"`, `"18446744073709551616"`, `""`, `"0"`} {
+		if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("4"), map[string]string{"If-Match": tag}); r.code != 412 || errCode(t, r) != "precondition_failed" {
+			t.Fatalf("If-Match %s: %d %q", tag, r.code, r.body)
+		}
+	}
+	for _, bad := range []string{`"a b"`, `"a"b"`, "\"\x01\""} {
+		if r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("4"), map[string]string{"If-Match": bad}); r.code != 400 {
+			t.Fatalf("malformed If-Match %q: %d", bad, r.code)
+		}
+	}
+	if r := do(t, h, "GET", "/v1/kv/a%2Fb", nil, nil); r.body != "2" {
+		t.Fatalf("a failed precondition changed the value: %q", r.body)
+	}
 	if r := do(t, h, "DELETE", "/v1/kv/a%2Fb", nil, map[string]string{"If-Match": `"1"`}); r.code != 412 {
 		t.Fatalf("conditional delete: %d", r.code)
 	}
@@ -208,8 +224,9 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 		name string
 	}{
 		{kv.ErrTimeout, 504, "timeout"}, {kv.ErrAckTimeout, 504, "ack_timeout"},
-		{kv.ErrOverloaded, 503, "overloaded"}, {kv.ErrStopped, 503, "stopping"},
+		{kv.ErrOverloaded, 503, "overloaded"}, {kv.ErrStopped, 503, "stopping"}, {kv.ErrWrongShard, 503, "wrong_shard"},
 		{kv.ErrInvalidArgument, 400, "bad_request"}, {io.ErrUnexpectedEOF, 500, "internal"},
+		{fmt.Errorf("shard 3: %w", kv.ErrRequestIDReused), 409, "request_id_reused"},
 	}
 	for _, c := range cases {
 		f := newFake()
@@ -222,6 +239,27 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 		if c.code == 503 && r.h.Get("Retry-After") == "" {
 			t.Fatalf("%v: no Retry-After", c.err)
 		}
+	}
+}
+
+// A write that reuses the request id of another gets 409 with a JSON
+// error, and nothing is written.
+func TestReusedRequestIDIsAConflict(t *testing.T) {
+	f := newFake()
+	h := New(f, Config{})
+	id := map[string]string{"Cairn-Request-Id": "r-1"}
+	if r := do(t, h, "PUT", "/v1/kv/alpha", strings.NewReader("a"), id); r.code != 201 {
+		t.Fatalf("first put: %d %s", r.code, r.body)
+	}
+	r := do(t, h, "PUT", "/v1/kv/beta", strings.NewReader("b"), id)
+	if r.code != http.StatusConflict || errCode(t, r) != "request_id_reused" || r.h.Get("ETag") != "" {
+		t.Fatalf("put of another key under the same id: %d %s (ETag %q)", r.code, r.body, r.h.Get("ETag"))
+	}
+	if r := do(t, h, "GET", "/v1/kv/beta", nil, nil); r.code != 404 {
+		t.Fatalf("beta after the refused put: %d", r.code)
+	}
+	if f.writeCount() != 1 {
+		t.Fatalf("%d writes, want 1", f.writeCount())
 	}
 }
 

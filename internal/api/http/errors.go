@@ -33,6 +33,8 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeError(w, http.StatusNotFound, "not_found", "key not found")
 	case errors.Is(err, kv.ErrPreconditionFailed):
 		writeError(w, http.StatusPreconditionFailed, "precondition_failed", "the condition on the current version did not hold; nothing was written")
+	case errors.Is(err, kv.ErrRequestIDReused):
+		writeError(w, http.StatusConflict, "request_id_reused", "the Cairn-Request-Id names an earlier, different write (another key, operation, value or condition); nothing was written")
 	case errors.Is(err, kv.ErrAckTimeout):
 		writeError(w, http.StatusGatewayTimeout, "ack_timeout", err.Error())
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
@@ -40,6 +42,11 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 	case errors.Is(err, kv.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())
+	case errors.Is(err, kv.ErrWrongShard):
+		// Two nodes' shard maps disagree (a descriptor changed); routing
+		// settles, so the client retries.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "wrong_shard", err.Error())
 	case errors.Is(err, kv.ErrStopped):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "stopping", err.Error())

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/cairn-db/cairn/internal/kv"
@@ -15,8 +16,9 @@ type fakeBackend struct {
 	writes  int
 	lastR   kv.ReadOptions
 	lastW   kv.WriteOptions
-	err     error         // returned by every data call when set
-	block   chan struct{} // data calls wait on it when set
+	ids     map[string]string // request id -> the write it named
+	err     error             // returned by every data call when set
+	block   chan struct{}     // data calls wait on it when set
 	entered chan struct{}
 }
 
@@ -57,6 +59,9 @@ func (f *fakeBackend) Put(ctx context.Context, key, value []byte, o kv.WriteOpti
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastW = o
+	if f.reused(o, "put", key, value) {
+		return 0, false, kv.ErrRequestIDReused
+	}
 	cur, exists := f.data[string(key)]
 	if (o.Cond == kv.CondIfMatch && (!exists || cur.Version != o.Version)) || (o.Cond == kv.CondIfAbsent && exists) {
 		return 0, false, kv.ErrPreconditionFailed
@@ -89,6 +94,23 @@ func (f *fakeBackend) Delete(ctx context.Context, key []byte, o kv.WriteOptions)
 func (f *fakeBackend) Status() kv.NodeStatus                  { return kv.NodeStatus{NodeID: 7} }
 func (f *fakeBackend) Cluster(context.Context) kv.ClusterInfo { return kv.ClusterInfo{NodeID: 7} }
 func (f *fakeBackend) ReplicationFactor() int                 { return 3 }
+
+// reused reports whether o's request id named another write (as the
+// shard's dedup table does), recording it otherwise.
+func (f *fakeBackend) reused(o kv.WriteOptions, op string, key, value []byte) bool {
+	if len(o.RequestID) == 0 {
+		return false
+	}
+	w := fmt.Sprintf("%s %q %q %d %d", op, key, value, o.Cond, o.Version)
+	if f.ids == nil {
+		f.ids = map[string]string{}
+	}
+	if prev, ok := f.ids[string(o.RequestID)]; ok {
+		return prev != w
+	}
+	f.ids[string(o.RequestID)] = w
+	return false
+}
 
 func (f *fakeBackend) writeCount() int {
 	f.mu.Lock()

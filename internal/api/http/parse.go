@@ -52,20 +52,40 @@ func (a *api) replicasParam(r *http.Request) (int, int, error) {
 	return ParseReplicas(q.Get("replicas"), a.b.ReplicationFactor())
 }
 
-// parseIfMatch parses If-Match: "123" (or 123).
+// parseIfMatch parses If-Match: "123" (or 123). A well-formed strong
+// entity tag that is not a version Cairn could have made ("abc", a number
+// past 2^64) is a precondition that is false, not a bad request: it parses
+// as version 0, which no key ever has (versions are log indexes, from 1),
+// so the write answers 412 as for any other version that does not match.
 func parseIfMatch(h string) (uint64, error) {
 	h = strings.TrimSpace(h)
 	if strings.HasPrefix(h, "W/") {
 		return 0, errors.New("weak ETags are not supported in If-Match")
 	}
-	if len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"' {
+	quoted := len(h) >= 2 && h[0] == '"' && h[len(h)-1] == '"'
+	if quoted {
 		h = h[1 : len(h)-1]
 	}
 	v, err := strconv.ParseUint(h, 10, 64)
-	if err != nil {
+	switch {
+	case err == nil:
+		return v, nil
+	case quoted && isETagc(h):
+		return 0, nil
+	default:
 		return 0, fmt.Errorf("If-Match %q: want a quoted version number", h)
 	}
-	return v, nil
+}
+
+// isETagc reports whether s is the inside of a well-formed entity tag
+// (RFC 9110 etagc: '!' or '#'..'~' or obs-text; no '"', space or control).
+func isETagc(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c != 0x21 && (c < 0x23 || c == 0x7f) {
+			return false
+		}
+	}
+	return true
 }
 
 // writeOptions reads replicas, conditions and the request id of a write.

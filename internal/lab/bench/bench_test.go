@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"math"
 	"math/rand"
 	"os"
@@ -154,7 +155,7 @@ func fmtKey(i int) string { return string(fixedKey(uint64(i), 8)) }
 
 func TestRecorderPercentilesAndWarmup(t *testing.T) {
 	start := time.Unix(1000, 0)
-	rec := NewRecorder(start)
+	rec := result.NewRecorder(start, ErrKind)
 	rec.Record("get", start.Add(-2*time.Second), start.Add(time.Second), nil) // due in the warm-up: dropped
 	for i := 1; i <= 1000; i++ {
 		end := start.Add(time.Duration(i) * time.Millisecond)
@@ -222,7 +223,7 @@ func TestRunTotalPreloadAndFiles(t *testing.T) {
 	if run.All.Ops != 500 || run.All.NotFound != 0 || d.gets != 500 {
 		t.Fatalf("ran %d ops (%d not found), driver saw %d gets", run.All.Ops, run.All.NotFound, d.gets)
 	}
-	res := &Result{Workload: "range", Target: "mem", Machine: ThisMachine("test")}
+	res := &result.Result{Workload: "range", Target: "mem", Machine: result.ThisMachine("test")}
 	res.Fill(run)
 	dir := t.TempDir()
 	if err := res.Write(dir); err != nil {
@@ -259,7 +260,7 @@ func TestRunTotalPreloadAndFiles(t *testing.T) {
 	if err != nil || len(rows) < 1 {
 		t.Fatalf("csv: %v", err)
 	}
-	if got := rows[0]; len(got) != len(CSVHeader) || got[0] != "elapsed" || got[10] != "errors" {
+	if got := rows[0]; len(got) != len(result.CSVHeader) || got[0] != "elapsed" || got[10] != "errors" {
 		t.Fatalf("csv header %v", got)
 	}
 	// Data rows: numbers, latencies in µs in order, operations adding up.
@@ -268,7 +269,7 @@ func TestRunTotalPreloadAndFiles(t *testing.T) {
 		v := make([]float64, len(row))
 		for i, c := range row {
 			if v[i], err = strconv.ParseFloat(c, 64); err != nil {
-				t.Fatalf("csv row %v: column %s: %v", row, CSVHeader[i], err)
+				t.Fatalf("csv row %v: column %s: %v", row, result.CSVHeader[i], err)
 			}
 		}
 		// min <= median <= 95th <= 99th <= 99_9th <= max, mean within.
@@ -280,7 +281,7 @@ func TestRunTotalPreloadAndFiles(t *testing.T) {
 	if len(rows) < 2 || csvOps != 500 {
 		t.Fatalf("csv rows count %v operations, want 500", csvOps)
 	}
-	back, err := ReadResult(dir)
+	back, err := result.ReadResult(dir)
 	if err != nil || back.Ops != 500 {
 		t.Fatalf("read back: %v %+v", err, back)
 	}

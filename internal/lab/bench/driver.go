@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/http1"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // ErrNotFound is returned by Get for an absent key (not counted as an
 // error by the runner).
-var ErrNotFound = errors.New("bench: not found")
+var ErrNotFound = result.ErrNotFound
 
 // Driver runs operations against one target. conn selects one of the
 // driver's connections; all methods are safe for concurrent use.

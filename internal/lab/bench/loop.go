@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
 	"net"
 	"net/http"
@@ -54,7 +55,7 @@ type loopRun struct {
 	ctx     context.Context
 	d       *httpDriver
 	w       Workload
-	rec     *Recorder
+	rec     *result.Recorder
 	take    func(time.Time) bool
 	timeout time.Duration
 	conns   []*loopConn
@@ -66,7 +67,7 @@ type loopRun struct {
 // runLoops drives the closed loop of cfg's clients through d's HTTP/1.1
 // connections until ctx ends (or take refuses), then waits for the
 // requests in flight.
-func runLoops(ctx context.Context, d *httpDriver, w Workload, cfg RunConfig, rec *Recorder, take func(time.Time) bool) {
+func runLoops(ctx context.Context, d *httpDriver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool) {
 	r := &loopRun{ctx: ctx, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
 		idle: make(chan struct{}), stop: make(chan struct{})}
 	for _, l := range d.links {

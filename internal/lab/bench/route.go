@@ -2,13 +2,13 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sort"
 	"strconv"
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/shard"
 )
 
@@ -70,15 +70,8 @@ func (r *router) stop() {
 	r.hc.CloseIdleConnections()
 }
 
-// clusterView is the part of GET /v1/cluster the router reads.
-type clusterView struct {
-	NodeID uint64 `json:"node_id"`
-	Shards []struct {
-		TokenStart string   `json:"token_start"`
-		Replicas   []uint64 `json:"replicas"`
-		Leader     uint64   `json:"leader"`
-	} `json:"shards"`
-}
+// clusterView is a node's GET /v1/cluster.
+type clusterView = client.ClusterInfo
 
 // refresh asks every node for its view; each shard's leader is the one
 // its replicas report.
@@ -101,17 +94,8 @@ func (r *router) refresh() {
 func (r *router) view(base string) (*clusterView, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.hc.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/cluster", nil)
+	v, err := client.NewAdmin(base, r.hc).Cluster(ctx)
 	if err != nil {
-		return nil, err
-	}
-	resp, err := r.hc.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	var v clusterView
-	if err := json.NewDecoder(resp.Body).Decode(&v); err != nil {
 		return nil, err
 	}
 	return &v, nil

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/shard"
 )
 
@@ -16,12 +17,7 @@ import (
 func view(node uint64, replicas [][]uint64, leaders []uint64) *clusterView {
 	v := &clusterView{NodeID: node}
 	for i := range replicas {
-		s := struct {
-			TokenStart string   `json:"token_start"`
-			Replicas   []uint64 `json:"replicas"`
-			Leader     uint64   `json:"leader"`
-		}{fmt.Sprintf("%016x", uint64(i)<<62), replicas[i], leaders[i]}
-		v.Shards = append(v.Shards, s)
+		v.Shards = append(v.Shards, client.ShardInfo{TokenStart: fmt.Sprintf("%016x", uint64(i)<<62), Replicas: replicas[i], Leader: leaders[i]})
 	}
 	return v
 }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"io"
 	"math/rand"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,32 +39,19 @@ type RunConfig struct {
 	TTY      bool
 }
 
-// RunResult is the outcome of one run.
-type RunResult struct {
-	Clients    int                 `json:"clients"`
-	Conns      int                 `json:"conns"`
-	Rate       float64             `json:"rate,omitempty"`
-	Elapsed    float64             `json:"elapsed_seconds"`
-	All        OpResult            `json:"all"`
-	Operations map[string]OpResult `json:"operations"`
-}
-
 // ErrKind classifies an error for the "errors by kind" report.
 func ErrKind(err error) string {
 	var se *StatusError
-	var ne net.Error
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	case errors.As(err, &se):
 		return fmt.Sprintf("http_%d", se.Code)
-	case errors.As(err, &ne):
-		return "network"
 	}
 	if s, ok := status.FromError(err); ok {
 		return "grpc_" + s.Code().String()
 	}
-	return "other"
+	return result.ErrKind(err)
 }
 
 func exec(ctx context.Context, d Driver, conn int, op Op) error {
@@ -134,7 +121,7 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 }
 
 // Run drives the workload with the load model and returns its results.
-func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, error) {
+func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunResult, error) {
 	if cfg.Clients <= 0 {
 		cfg.Clients = 1
 	}
@@ -148,7 +135,7 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 		cfg.Duration = 10 * time.Second
 	}
 	begin := time.Now()
-	rec := NewRecorder(begin.Add(cfg.Warmup))
+	rec := result.NewRecorder(begin.Add(cfg.Warmup), ErrKind)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	if cfg.Total == 0 {
@@ -158,7 +145,7 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 	}
 	var issued atomic.Uint64 // measured operations started (for Total)
 	take := func(now time.Time) bool {
-		if cfg.Total == 0 || now.Before(rec.start) {
+		if cfg.Total == 0 || now.Before(rec.Start()) {
 			return true
 		}
 		if issued.Add(1) > cfg.Total {
@@ -180,14 +167,14 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (RunResult, e
 		runClients(ctx, d, w, cfg, rec, take, due)
 	}
 	stopProgress()
-	elapsed := time.Since(rec.start)
+	elapsed := time.Since(rec.Start())
 	all, per := rec.Results(elapsed)
-	return RunResult{Clients: cfg.Clients, Conns: cfg.Conns, Rate: cfg.Rate, Elapsed: elapsed.Seconds(), All: all, Operations: per}, nil
+	return result.RunResult{Clients: cfg.Clients, Conns: cfg.Conns, Rate: cfg.Rate, Elapsed: elapsed.Seconds(), All: all, Operations: per}, nil
 }
 
 // runClients runs each client as a goroutine: the closed loop, or with
 // due the open loop.
-func runClients(ctx context.Context, d Driver, w Workload, cfg RunConfig, rec *Recorder, take func(time.Time) bool, due chan time.Time) {
+func runClients(ctx context.Context, d Driver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool, due chan time.Time) {
 	// Operations share their deadlines' timers (one per 10 ms) rather
 	// than each making one: the load generator shares the machine.
 	deadlines := deadline.New(context.Background(), cfg.OpTimeout, 10*time.Millisecond)
@@ -239,7 +226,7 @@ func schedule(ctx context.Context, begin time.Time, rate float64, due chan<- tim
 	}
 }
 
-func startProgress(rec *Recorder, cfg RunConfig, begin time.Time) func() {
+func startProgress(rec *result.Recorder, cfg RunConfig, begin time.Time) func() {
 	if cfg.Progress == nil {
 		return func() {}
 	}
@@ -259,7 +246,7 @@ func startProgress(rec *Recorder, cfg RunConfig, begin time.Time) func() {
 				}
 				return
 			}
-			n, errs, p99 := rec.progress()
+			n, errs, p99 := rec.Progress()
 			rate := n - last
 			last = n
 			var where string

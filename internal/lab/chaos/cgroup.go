@@ -255,7 +255,7 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 	if !c.Running(n) {
 		return fmt.Errorf("chaos: node %d is not running", n)
 	}
-	g := c.Node(n).groups
+	g := c.groups[n-1]
 	if g == nil {
 		return fmt.Errorf("%w: node %d runs in no cgroup of the lab's", ErrUnsupported, n)
 	}
@@ -301,7 +301,7 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 }
 
 func (f cgroupFault) Heal(c *Cluster, n int) error {
-	g := c.Node(n).groups
+	g := c.groups[n-1]
 	if g == nil {
 		return nil
 	}

@@ -2,46 +2,36 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/lab/checker"
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 )
 
-// Node is one `cairn serve` process.
-type Node struct {
-	ID       int
-	HTTPAddr string
-	PeerAddr string
-	Dir      string
-	LogPath  string
-	cmd      *exec.Cmd
-	exited   chan struct{}
-	// groups: the node's own cgroups (nil where the lab cannot make them);
-	// every start of the node enters them.
-	groups *nodeGroups
-}
+// Bounds of the lab's waits.
+const (
+	readyTimeout = 30 * time.Second // a started or healed cluster elects every leader
+	stopTimeout  = 20 * time.Second // a node exits after SIGTERM, else SIGKILL
+)
 
-// Cluster is a set of nodes this process started.
+// Cluster is a set of nodes this process started (launcher.Cluster) with
+// what the faults need besides: each node's cgroups and the netfilter
+// chain that cuts the network.
 type Cluster struct {
-	Bin   string
-	Nodes []*Node
-	args  []string
-	hc    *http.Client
+	*launcher.Cluster
+	hc *http.Client
+	// groups[id-1] are node id's own cgroups (nil where the lab cannot
+	// make them); every start of the node enters them (launcher OnStart).
+	groups []*nodeGroups
 	// nf cuts the network between node addresses (PartitionsIPTables).
 	nf *netfilter
 	// notes are what faults said about their last injection or healing.
@@ -80,25 +70,13 @@ type ClusterConfig struct {
 	Partitions string
 }
 
-func freeAddr(ip string) (string, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // StartCluster starts the nodes and waits until every shard has a leader.
 func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Nodes == 0 {
 		cfg.Nodes = 3
 	}
-	c := &Cluster{Bin: cfg.Bin, hc: &http.Client{Timeout: 5 * time.Second}}
-	ips := make([]string, cfg.Nodes)
-	for i := range ips {
-		ips[i] = "127.0.0.1"
-	}
+	c := &Cluster{hc: &http.Client{Timeout: 5 * time.Second}, groups: make([]*nodeGroups, cfg.Nodes)}
+	var ips []string // nil: 127.0.0.1 for every node
 	switch cfg.Partitions {
 	case "", PartitionsAuto, PartitionsIPTables:
 		nf, err := newNetfilter()
@@ -117,155 +95,54 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	default:
 		return nil, fmt.Errorf("chaos: partitions must be %s, %s or %s, not %q", PartitionsAuto, PartitionsIPTables, PartitionsHook, cfg.Partitions)
 	}
-	var peers []string
-	for i := 1; i <= cfg.Nodes; i++ {
-		h, err := freeAddr(ips[i-1])
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		p, err := freeAddr(ips[i-1])
-		if err != nil {
-			c.Close()
-			return nil, err
-		}
-		n := &Node{ID: i, HTTPAddr: h, PeerAddr: p, Dir: filepath.Join(cfg.Dir, fmt.Sprint("node-", i)),
-			LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d.log", i))}
-		c.Nodes = append(c.Nodes, n)
-		peers = append(peers, fmt.Sprintf("%d=%s", i, p))
-	}
-	c.args = []string{"--initial-cluster", strings.Join(peers, ","), "--shards", fmt.Sprint(cfg.Shards),
-		"--replication", fmt.Sprint(min(3, cfg.Nodes))}
-	if !cfg.NoFaultInjection {
-		c.args = append(c.args, "--fault-injection")
-	}
-	c.args = append(c.args, cfg.Extra...)
 	if CgroupsSupported() == nil {
-		for _, n := range c.Nodes {
-			g, err := newNodeGroups(n.ID)
+		for i := range c.groups {
+			g, err := newNodeGroups(i + 1)
 			if err != nil {
 				c.Close()
 				return nil, err
 			}
-			n.groups = g
+			c.groups[i] = g
 		}
 	}
-	for i := range c.Nodes {
-		if err := c.Start(i + 1); err != nil {
-			c.Close()
-			return nil, err
-		}
+	var extra []string
+	if !cfg.NoFaultInjection {
+		extra = append(extra, "--fault-injection")
 	}
-	if err := c.WaitReady(30 * time.Second); err != nil {
+	lc, err := launcher.Launch(context.Background(), launcher.Config{
+		Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, IPs: ips, Shards: cfg.Shards,
+		Extra: append(extra, cfg.Extra...), StopTimeout: stopTimeout,
+		// Right after the start, before the node has opened its data.
+		OnStart: func(id, pid int) error {
+			if g := c.groups[id-1]; g != nil {
+				return g.enter(pid)
+			}
+			return nil
+		},
+	}, readyTimeout)
+	if err != nil {
 		c.Close()
-		return nil, err
+		return nil, fmt.Errorf("chaos: %w", err)
 	}
+	c.Cluster = lc
 	return c, nil
 }
 
-// Node returns node i (1-based).
-func (c *Cluster) Node(i int) *Node { return c.Nodes[i-1] }
-
-// URL of node i.
-func (c *Cluster) URL(i int) string { return "http://" + c.Node(i).HTTPAddr }
-
-// Endpoints of every node.
-func (c *Cluster) Endpoints() []string {
-	var out []string
-	for i := range c.Nodes {
-		out = append(out, c.URL(i+1))
-	}
-	return out
+// WaitReady waits until every running node sees a running leader of every
+// shard (launcher.Cluster.WaitReady).
+func (c *Cluster) WaitReady(timeout time.Duration) error {
+	return c.Cluster.WaitReady(context.Background(), timeout)
 }
 
-// Running reports whether node i's process is alive.
-func (c *Cluster) Running(i int) bool {
-	n := c.Node(i)
-	if n.cmd == nil {
-		return false
-	}
-	select {
-	case <-n.exited:
-		return false
-	default:
-		return true
-	}
-}
-
-// Pid of node i.
-func (c *Cluster) Pid(i int) int { return c.Node(i).cmd.Process.Pid }
-
-// Start (or restart) node i on its data dir.
-func (c *Cluster) Start(i int) error {
-	n := c.Node(i)
-	if c.Running(i) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(n.LogPath), 0o755); err != nil {
-		return err
-	}
-	logf, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	args := append([]string{"serve", "--node-id", fmt.Sprint(n.ID), "--http-addr", n.HTTPAddr,
-		"--peer-addr", n.PeerAddr, "--data-dir", n.Dir}, c.args...)
-	n.cmd = exec.Command(c.Bin, args...)
-	n.cmd.Stdout, n.cmd.Stderr = logf, logf
-	if err := n.cmd.Start(); err != nil {
-		logf.Close()
-		return err
-	}
-	if n.groups != nil {
-		// Right after the start, before the node has opened its data.
-		if err := n.groups.enter(n.cmd.Process.Pid); err != nil {
-			_ = n.cmd.Process.Kill()
-			_ = n.cmd.Wait()
-			logf.Close()
-			return fmt.Errorf("chaos: node %d into its cgroups: %w", n.ID, err)
-		}
-	}
-	n.exited = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { _ = cmd.Wait(); logf.Close(); close(done) }(n.cmd, n.exited)
-	return nil
-}
-
-func (c *Cluster) signal(i int, s syscall.Signal, wait bool) {
-	if !c.Running(i) {
-		return
-	}
-	n := c.Node(i)
-	_ = n.cmd.Process.Signal(s)
-	if !wait {
-		return
-	}
-	select {
-	case <-n.exited:
-	case <-time.After(20 * time.Second):
-		_ = n.cmd.Process.Kill()
-		<-n.exited
-	}
-}
-
-// Kill sends SIGKILL to node i and waits for it to exit.
-func (c *Cluster) Kill(i int) { c.signal(i, syscall.SIGKILL, true) }
-
-// Stop sends SIGTERM to node i and waits for it to exit.
-func (c *Cluster) Stop(i int) { c.signal(i, syscall.SIGTERM, true) }
-
-// Pause stops node i with SIGSTOP; Resume continues it.
-func (c *Cluster) Pause(i int)  { c.signal(i, syscall.SIGSTOP, false) }
-func (c *Cluster) Resume(i int) { c.signal(i, syscall.SIGCONT, false) }
-
-// Close kills every node (resuming paused ones first).
+// Close kills every node (paused ones too) and removes the lab's cgroups
+// and netfilter chain.
 func (c *Cluster) Close() {
-	for i := range c.Nodes {
-		c.Resume(i + 1)
-		c.Kill(i + 1)
+	if c.Cluster != nil {
+		c.Cluster.Close()
 	}
-	for _, n := range c.Nodes {
-		if n.groups != nil {
-			n.groups.remove()
+	for _, g := range c.groups {
+		if g != nil {
+			g.remove()
 		}
 	}
 	if c.nf != nil {
@@ -281,6 +158,16 @@ func (c *Cluster) PartitionMechanism() string {
 	return PartitionsHook
 }
 
+// admin runs f against node i's admin endpoints, bounded by 5 s.
+func (c *Cluster) admin(i int, f func(context.Context, *client.Admin) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := f(ctx, c.Admin(i)); err != nil {
+		return fmt.Errorf("chaos: node %d: %w", i, err)
+	}
+	return nil
+}
+
 // cut isolates the nodes of side a from those of side b, both ways.
 func (c *Cluster) cut(a, b []int) error {
 	if c.nf != nil {
@@ -293,8 +180,13 @@ func (c *Cluster) cut(a, b []int) error {
 		return c.nf.cut(pairs)
 	}
 	for _, side := range [][2][]int{{a, b}, {b, a}} {
+		others := make([]uint64, len(side[1]))
+		for i, n := range side[1] {
+			others[i] = uint64(n)
+		}
 		for _, node := range side[0] {
-			if err := c.Admin(node, "partition="+joinInts(side[1])); err != nil {
+			err := c.admin(node, func(ctx context.Context, a *client.Admin) error { return a.Partition(ctx, others...) })
+			if err != nil {
 				return err
 			}
 		}
@@ -308,97 +200,42 @@ func (c *Cluster) healCuts() error {
 		return c.nf.heal()
 	}
 	var first error
-	for i := range c.Nodes {
-		if err := c.Admin(i+1, "partition="); err != nil && first == nil {
+	for i := 1; i <= c.Size(); i++ {
+		err := c.admin(i, func(ctx context.Context, a *client.Admin) error { return a.Partition(ctx) })
+		if err != nil && first == nil {
 			first = err
 		}
 	}
 	return first
 }
 
-// ClusterInfo is the part of GET /v1/cluster the lab reads.
-type ClusterInfo struct {
-	Shards []struct {
-		ID       uint64   `json:"id"`
-		Leader   uint64   `json:"leader"`
-		Replicas []uint64 `json:"replicas"`
-	} `json:"shards"`
-}
-
 // Info returns node i's view of the shards.
-func (c *Cluster) Info(i int) (ClusterInfo, error) {
-	var ci ClusterInfo
-	resp, err := c.hc.Get(c.URL(i) + "/v1/cluster")
-	if err != nil {
-		return ci, err
-	}
-	defer resp.Body.Close()
-	return ci, json.NewDecoder(resp.Body).Decode(&ci)
-}
-
-// WaitReady polls until every running node answers and every running
-// replica of every shard sees a live leader. A node that holds no replica of
-// a shard (more nodes than the replication factor) only learns its leader
-// when it routes a request there, so its view of that shard does not count.
-func (c *Cluster) WaitReady(timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	why := "not checked"
-	for time.Now().Before(deadline) {
-		views, err := c.views(0)
-		if err != nil {
-			why = err.Error()
-		} else {
-			why = notReady(views, c.Running, len(c.Nodes))
-		}
-		if why == "" {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("chaos: cluster not ready after %v: %s", timeout, why)
+func (c *Cluster) Info(i int) (client.ClusterInfo, error) {
+	var ci client.ClusterInfo
+	err := c.admin(i, func(ctx context.Context, a *client.Admin) (err error) { ci, err = a.Cluster(ctx); return err })
+	return ci, err
 }
 
 // views returns the view of the shards of every running node but skip.
-func (c *Cluster) views(skip int) (map[int]ClusterInfo, error) {
-	out := map[int]ClusterInfo{}
-	for i := range c.Nodes {
-		if i+1 == skip || !c.Running(i+1) {
+func (c *Cluster) views(skip int) (map[int]client.ClusterInfo, error) {
+	out := map[int]client.ClusterInfo{}
+	for i := 1; i <= c.Size(); i++ {
+		if i == skip || !c.Running(i) {
 			continue
 		}
-		ci, err := c.Info(i + 1)
+		ci, err := c.Info(i)
 		if err != nil {
-			return out, fmt.Errorf("node %d: %v", i+1, err)
+			return out, err
 		}
-		out[i+1] = ci
+		out[i] = ci
 	}
 	return out, nil
-}
-
-// notReady explains why the nodes' views (by node) do not show a live
-// leader, known to every replica, of every shard; "" when they do.
-func notReady(views map[int]ClusterInfo, running func(int) bool, nodes int) string {
-	ids := make([]int, 0, len(views))
-	for id := range views {
-		ids = append(ids, id)
-	}
-	sort.Ints(ids)
-	for _, id := range ids {
-		for _, s := range views[id].Shards {
-			if !slices.Contains(s.Replicas, uint64(id)) {
-				continue
-			}
-			if s.Leader == 0 || int(s.Leader) > nodes || !running(int(s.Leader)) {
-				return fmt.Sprintf("node %d sees no live leader of shard %d", id, s.ID)
-			}
-		}
-	}
-	return ""
 }
 
 // Leader returns the leader of shard and one follower, as a running
 // replica of the shard sees them.
 func (c *Cluster) Leader(shard uint64) (leader, follower int, err error) {
-	for i := range c.Nodes {
+	for i := range c.Size() {
 		if !c.Running(i + 1) {
 			continue
 		}
@@ -435,7 +272,7 @@ func (c *Cluster) LeaderCount(i int) int {
 // shards as other nodes see them) says node leads: a replica cut off from
 // the rest may not have heard of a new leader, and a node that holds no
 // replica of a shard only knows the leader it last routed to.
-func leadsOf(views map[int]ClusterInfo, node int) int {
+func leadsOf(views map[int]client.ClusterInfo, node int) int {
 	seen := map[uint64]int{} // shard -> 1: every replica so far says node, -1: one does not
 	for id, ci := range views {
 		for _, s := range ci.Shards {
@@ -462,7 +299,16 @@ func leadsOf(views map[int]ClusterInfo, node int) int {
 // of its /metrics; math.MaxInt64 is none) and its Go heap in use
 // (go_memstats_heap_inuse_bytes).
 func (c *Cluster) GoMemory(i int) (limit, heap int64, err error) {
-	resp, err := c.hc.Get(c.URL(i) + "/metrics")
+	limit, heap, err = goMemory(c.hc, c.URL(i))
+	if err != nil {
+		return 0, 0, fmt.Errorf("chaos: node %d: %w", i, err)
+	}
+	return limit, heap, nil
+}
+
+// goMemory reads the Go memory limit and heap in use from base's /metrics.
+func goMemory(hc *http.Client, base string) (limit, heap int64, err error) {
+	resp, err := hc.Get(base + "/metrics")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -479,7 +325,7 @@ func (c *Cluster) GoMemory(i int) (limit, heap int64, err error) {
 		}
 		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 		if err != nil {
-			return 0, 0, fmt.Errorf("chaos: node %d: %s: %v", i, name, err)
+			return 0, 0, fmt.Errorf("%s: %v", name, err)
 		}
 		n := int64(math.MaxInt64)
 		if f < math.MaxInt64 {
@@ -493,34 +339,18 @@ func (c *Cluster) GoMemory(i int) (limit, heap int64, err error) {
 		found++
 	}
 	if found < 2 {
-		return 0, 0, fmt.Errorf("chaos: node %d reports no go_gc_gomemlimit_bytes or go_memstats_heap_inuse_bytes", i)
+		return 0, 0, fmt.Errorf("no go_gc_gomemlimit_bytes or go_memstats_heap_inuse_bytes in /metrics")
 	}
 	return limit, heap, nil
 }
 
-// Admin posts to node i's fault hook.
-func (c *Cluster) Admin(i int, query string) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, c.URL(i)+"/v1/admin/fault?"+query, nil)
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("chaos: admin %s on node %d: %s", query, i, resp.Status)
-	}
-	return nil
-}
-
 // Hashes returns node i's shard fingerprints.
 func (c *Cluster) Hashes(i int) ([]checker.ShardHash, error) {
-	resp, err := c.hc.Get(c.URL(i) + "/v1/admin/hashes")
-	if err != nil {
-		return nil, err
+	var hs []client.ShardHash
+	err := c.admin(i, func(ctx context.Context, a *client.Admin) (err error) { hs, err = a.Hashes(ctx); return err })
+	out := make([]checker.ShardHash, len(hs))
+	for j, h := range hs {
+		out[j] = checker.ShardHash(h)
 	}
-	defer resp.Body.Close()
-	var hs []checker.ShardHash
-	return hs, json.NewDecoder(resp.Body).Decode(&hs)
+	return out, err
 }

@@ -1,10 +1,9 @@
 package chaos
 
 import (
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"testing"
 	"time"
-
-	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 func TestParseFault(t *testing.T) {
@@ -105,10 +104,10 @@ func TestPassedNeedsEveryFaultInjected(t *testing.T) {
 }
 
 func TestHalfBaseline(t *testing.T) {
-	pts := func(tp ...float64) []bench.Point {
-		out := make([]bench.Point, len(tp))
+	pts := func(tp ...float64) []result.Point {
+		out := make([]result.Point, len(tp))
 		for i, v := range tp {
-			out[i] = bench.Point{Second: i + 1, Throughput: v}
+			out[i] = result.Point{Second: i + 1, Throughput: v}
 		}
 		return out
 	}

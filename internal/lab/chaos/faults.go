@@ -1,11 +1,14 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cairn-db/cairn/client"
 )
 
 // Fault is one kind of failure, injected into and healed from a node.
@@ -32,16 +35,21 @@ type pauseFault struct{}
 
 func (pauseFault) Kind() string                   { return "pause" }
 func (pauseFault) Param() string                  { return "" }
-func (pauseFault) Inject(c *Cluster, n int) error { c.Pause(n); return nil }
-func (pauseFault) Heal(c *Cluster, n int) error   { c.Resume(n); return nil }
+func (pauseFault) Inject(c *Cluster, n int) error { return c.Pause(n) }
+func (pauseFault) Heal(c *Cluster, n int) error   { return c.Resume(n) }
 
 // restartFault stops a node cleanly (SIGTERM) and starts it again.
 type restartFault struct{}
 
-func (restartFault) Kind() string                   { return "restart" }
-func (restartFault) Param() string                  { return "" }
-func (restartFault) Inject(c *Cluster, n int) error { c.Stop(n); return nil }
-func (restartFault) Heal(c *Cluster, n int) error   { return c.Start(n) }
+func (restartFault) Kind() string  { return "restart" }
+func (restartFault) Param() string { return "" }
+func (restartFault) Inject(c *Cluster, n int) error {
+	if err := c.Stop(n); err != nil {
+		c.Notef("%v", err) // killed after its bound, or a non-zero exit: still stopped
+	}
+	return nil
+}
+func (restartFault) Heal(c *Cluster, n int) error { return c.Start(n) }
 
 // partitionFault isolates a node from every other, both ways (through
 // iptables or the nodes' fault hooks: Cluster.PartitionMechanism).
@@ -51,7 +59,7 @@ func (partitionFault) Kind() string  { return "partition" }
 func (partitionFault) Param() string { return "isolate" }
 func (partitionFault) Inject(c *Cluster, n int) error {
 	var others []int
-	for i := range c.Nodes {
+	for i := range c.Size() {
 		if i+1 != n {
 			others = append(others, i+1)
 		}
@@ -68,7 +76,7 @@ type splitFault struct{}
 func (splitFault) Kind() string  { return "partition" }
 func (splitFault) Param() string { return "split" }
 func (splitFault) Inject(c *Cluster, n int) error {
-	minority, majority, err := splitSides(len(c.Nodes), n)
+	minority, majority, err := splitSides(c.Size(), n)
 	if err != nil {
 		return err
 	}
@@ -114,6 +122,8 @@ type diskStallFault struct{ delay time.Duration }
 func (f diskStallFault) Kind() string  { return "disk-stall" }
 func (f diskStallFault) Param() string { return f.delay.String() }
 func (f diskStallFault) Inject(c *Cluster, n int) error {
-	return c.Admin(n, "disk-stall="+f.delay.String())
+	return c.admin(n, func(ctx context.Context, a *client.Admin) error { return a.DiskStall(ctx, f.delay) })
 }
-func (f diskStallFault) Heal(c *Cluster, n int) error { return c.Admin(n, "disk-stall=0s") }
+func (f diskStallFault) Heal(c *Cluster, n int) error {
+	return c.admin(n, func(ctx context.Context, a *client.Admin) error { return a.DiskStall(ctx, 0) })
+}

@@ -7,8 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"testing"
+
+	"github.com/cairn-db/cairn/client"
 )
 
 func TestSplitSides(t *testing.T) {
@@ -113,45 +114,40 @@ func TestGoMemory(t *testing.T) {
 		w.Write([]byte(metrics))
 	}))
 	defer srv.Close()
-	c := &Cluster{hc: srv.Client(), Nodes: []*Node{{ID: 1, HTTPAddr: strings.TrimPrefix(srv.URL, "http://")}}}
-	limit, heap, err := c.GoMemory(1)
+	hc := srv.Client()
+	limit, heap, err := goMemory(hc, srv.URL)
 	if err != nil || limit != 96<<20 || heap != 24000<<10 {
 		t.Fatalf("%d %d %v", limit, heap, err)
 	}
 	metrics = "go_gc_gomemlimit_bytes 9.223372036854776e+18\ngo_memstats_heap_inuse_bytes 1e+06\n"
-	if limit, _, err := c.GoMemory(1); err != nil || limit != math.MaxInt64 {
+	if limit, _, err := goMemory(hc, srv.URL); err != nil || limit != math.MaxInt64 {
 		t.Fatalf("no limit: %d %v", limit, err)
 	}
 	metrics = "go_goroutines 12\n"
-	if _, _, err := c.GoMemory(1); err == nil {
+	if _, _, err := goMemory(hc, srv.URL); err == nil {
 		t.Fatal("metrics without the limit accepted")
 	}
 }
 
 // testViews builds nodes' views of the shards: per node, per shard, its
 // replicas and the leader it sees.
-func testViews(t *testing.T, shards map[uint64][]uint64, leaders map[int]map[uint64]uint64) map[int]ClusterInfo {
+func testViews(t *testing.T, shards map[uint64][]uint64, leaders map[int]map[uint64]uint64) map[int]client.ClusterInfo {
 	t.Helper()
-	out := map[int]ClusterInfo{}
+	out := map[int]client.ClusterInfo{}
 	for node, seen := range leaders {
-		var ci ClusterInfo
+		var ci client.ClusterInfo
 		for id := uint64(1); id <= uint64(len(shards)); id++ {
-			ci.Shards = append(ci.Shards, struct {
-				ID       uint64   `json:"id"`
-				Leader   uint64   `json:"leader"`
-				Replicas []uint64 `json:"replicas"`
-			}{ID: id, Leader: seen[id], Replicas: shards[id]})
+			ci.Shards = append(ci.Shards, client.ShardInfo{ID: id, Leader: seen[id], Replicas: shards[id]})
 		}
 		out[node] = ci
 	}
 	return out
 }
 
-// Five nodes, replication 3: a node that holds no replica of a shard may
-// not know its leader, and its view neither blocks readiness nor counts.
-func TestReadinessAndLeadsWithMoreNodesThanReplicas(t *testing.T) {
+// Five nodes, replication 3: the view of a node that holds no replica of
+// a shard does not count (it may be stale).
+func TestLeadsWithMoreNodesThanReplicas(t *testing.T) {
 	shards := map[uint64][]uint64{1: {1, 2, 3}, 2: {3, 4, 5}, 3: {1, 4, 5}}
-	all := func(int) bool { return true }
 	views := testViews(t, shards, map[int]map[uint64]uint64{
 		1: {1: 1, 3: 4},       // no replica of shard 2: no leader known
 		2: {1: 1},             // only shard 1
@@ -159,17 +155,6 @@ func TestReadinessAndLeadsWithMoreNodesThanReplicas(t *testing.T) {
 		4: {2: 5, 3: 4, 1: 2}, // a stale guess for shard 1, which it does not hold
 		5: {2: 5, 3: 4},
 	})
-	if why := notReady(views, all, 5); why != "" {
-		t.Fatalf("not ready: %s", why)
-	}
-	if why := notReady(views, func(n int) bool { return n != 5 }, 5); why == "" {
-		t.Fatal("ready with the leader of shard 2 down")
-	}
-	views[3].Shards[1].Leader = 0
-	if why := notReady(views, all, 5); why != "node 3 sees no live leader of shard 2" {
-		t.Fatalf("%q", why)
-	}
-	views[3].Shards[1].Leader = 5
 	for node, want := range map[int]int{1: 1, 2: 0, 4: 1, 5: 1} {
 		if got := leadsOf(views, node); got != want {
 			t.Errorf("node %d leads %d shards, want %d", node, got, want)

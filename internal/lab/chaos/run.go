@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
@@ -93,7 +93,7 @@ type Result struct {
 	Diverged          []string          `json:"diverged,omitempty"`
 	Faults            []FaultResult     `json:"faults"`
 	ClientErrors      map[string]uint64 `json:"client_errors"`
-	Series            []bench.Point     `json:"series"`
+	Series            []result.Point    `json:"series"`
 	Skipped           string            `json:"skipped,omitempty"`
 	// Partitions is how partition faults cut the network (iptables or
 	// hook).
@@ -137,10 +137,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer c.Close()
-	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", len(c.Nodes), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
+	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", c.Size(), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
 
 	start := time.Now()
-	rec := &recorder{start: start, acked: map[string]string{}, perf: bench.NewRecorder(start)}
+	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	var keys []string
 	for i := 0; i < cfg.Workload.Keys; i++ {
 		keys = append(keys, fmt.Sprintf("reg/%d", i))
@@ -150,7 +150,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	var wg sync.WaitGroup
 	var setClients []*client.Client
 	for i := 0; i < cfg.Workload.Clients; i++ {
-		node := i%len(c.Nodes) + 1
+		node := i%c.Size() + 1
 		// Each client talks to its own node first and fails over to the
 		// others.
 		eps := append([]string{c.URL(node)}, without(c.Endpoints(), c.URL(node))...)
@@ -168,10 +168,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	faults := runSteps(wctx, c, cfg.Steps, start, logf)
 	wg.Wait()
 	// Heal anything still injected, then let the cluster settle.
-	for i := range c.Nodes {
+	for i := range c.Size() {
 		c.Resume(i + 1)
 		_ = c.Start(i + 1)
-		_ = c.Admin(i+1, "partition=&disk-stall=0s")
+		_ = c.admin(i+1, func(ctx context.Context, a *client.Admin) error { return a.HealFaults(ctx) })
 	}
 	elapsed := time.Since(start)
 	if err := c.WaitReady(30 * time.Second); err != nil {
@@ -300,11 +300,11 @@ func pickTarget(c *Cluster, target string) (int, error) {
 			n = f
 		}
 	case "node":
-		n = int(min(num, uint64(len(c.Nodes)+1))) // out of range either way, without overflow
+		n = int(min(num, uint64(c.Size()+1))) // out of range either way, without overflow
 	case "random":
-		n = 1 + rand.IntN(len(c.Nodes))
+		n = 1 + rand.IntN(c.Size())
 	}
-	if n < 1 || n > len(c.Nodes) {
+	if n < 1 || n > c.Size() {
 		return 0, fmt.Errorf("chaos: no node for target %q", target)
 	}
 	return n, nil
@@ -394,7 +394,7 @@ func clientErrors(history []checker.Op, startMs, endMs int64) (int, map[string]i
 
 // halfBaseline: see FaultResult.HalfBaselineMs. A point's second ends at
 // Second*1000 ms after the start.
-func halfBaseline(series []bench.Point, startMs, endMs int64, base float64) int64 {
+func halfBaseline(series []result.Point, startMs, endMs int64, base float64) int64 {
 	at := int64(-1)
 	for _, p := range series {
 		ms := int64(p.Second) * 1000
@@ -418,7 +418,7 @@ func converge(c *Cluster, timeout time.Duration) []string {
 	for {
 		byNode := map[int][]checker.ShardHash{}
 		var err error
-		for i := range c.Nodes {
+		for i := range c.Size() {
 			if byNode[i+1], err = c.Hashes(i + 1); err != nil {
 				break
 			}

@@ -2,12 +2,12 @@ package chaos
 
 import (
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
@@ -73,9 +73,9 @@ func TestFaultClientErrorsByKind(t *testing.T) {
 		unknown(checker.Write, 40, busy),       // fault 2 (35 s + 5 s)
 		unknown(checker.Write, 40.01, refused), // after both
 	}}
-	var series []bench.Point
+	var series []result.Point
 	for i := 1; i <= 45; i++ {
-		series = append(series, bench.Point{Second: i, Throughput: 100})
+		series = append(series, result.Point{Second: i, Throughput: 100})
 	}
 	res := &Result{DurationSeconds: 45, Series: series, Faults: []FaultResult{
 		{Kind: "kill", Node: 1, StartMs: 10000, EndMs: 20000},
@@ -112,7 +112,7 @@ func TestFaultClientErrorsByKind(t *testing.T) {
 
 func TestRecorderCountsErrorsByKind(t *testing.T) {
 	start := time.Now()
-	rec := &recorder{start: start, perf: bench.NewRecorder(start)}
+	rec := &recorder{start: start, perf: result.NewRecorder(start, nil)}
 	now := start.Add(time.Millisecond)
 	rec.record("write", now, now, nil)
 	rec.record("read", now, now, client.ErrNotFound)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
 	"regexp"
 	"strings"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/client"
-	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
@@ -29,7 +29,7 @@ type recorder struct {
 	start   time.Time
 	history []checker.Op
 	acked   map[string]string
-	perf    *bench.Recorder
+	perf    *result.Recorder
 	// errKinds counts the failed operations by errKind (the run's
 	// client_errors).
 	errKinds map[string]uint64

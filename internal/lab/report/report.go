@@ -2,14 +2,13 @@ package report
 
 import (
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"html"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
-
-	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 type table struct {
@@ -95,10 +94,10 @@ func Build(dirs []string, out, title string) error {
 	if len(dirs) == 0 {
 		return fmt.Errorf("report: no result directories")
 	}
-	var rs []*bench.Result
+	var rs []*result.Result
 	seen := map[string]int{}
 	for _, d := range dirs {
-		r, err := bench.ReadResult(d)
+		r, err := result.ReadResult(d)
 		if err != nil {
 			return fmt.Errorf("report: %w", err)
 		}
@@ -262,8 +261,8 @@ func Build(dirs []string, out, title string) error {
 var nan = math.NaN()
 
 // compareSets finds cases run by several systems, in first-seen order.
-func compareSets(rs []*bench.Result) (cases, systems []string, byKey map[string]*bench.Result) {
-	byKey = map[string]*bench.Result{}
+func compareSets(rs []*result.Result) (cases, systems []string, byKey map[string]*result.Result) {
+	byKey = map[string]*result.Result{}
 	count := map[string]int{}
 	seenSys := map[string]bool{}
 	var allCases []string

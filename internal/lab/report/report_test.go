@@ -1,25 +1,24 @@
 package report
 
 import (
+	"github.com/cairn-db/cairn/internal/lab/result"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/cairn-db/cairn/internal/lab/bench"
 )
 
 func writeResult(t *testing.T, label, workload string, thr, p99 float64, sweep bool) string {
 	t.Helper()
-	r := &bench.Result{Label: label, Workload: workload, TargetKind: strings.Fields(label)[0], Ops: uint64(thr * 10),
-		Throughput: thr, LatencyMs: bench.Latency{P50: p99 / 2, P99: p99, Mean: p99 / 2},
-		Machine: bench.Machine{CPUs: 2, MemoryBytes: 1 << 30, GoVersion: "go", CairnCommit: "abc"}}
+	r := &result.Result{Label: label, Workload: workload, TargetKind: strings.Fields(label)[0], Ops: uint64(thr * 10),
+		Throughput: thr, LatencyMs: result.Latency{P50: p99 / 2, P99: p99, Mean: p99 / 2},
+		Machine: result.Machine{CPUs: 2, MemoryBytes: 1 << 30, GoVersion: "go", CairnCommit: "abc"}}
 	for s := 1; s <= 5; s++ {
-		r.Series = append(r.Series, bench.Point{Second: s, Throughput: thr, P99: p99})
+		r.Series = append(r.Series, result.Point{Second: s, Throughput: thr, P99: p99})
 	}
 	if sweep {
 		for _, c := range []int{1, 2, 4} {
-			r.Sweep = append(r.Sweep, bench.SweepPoint{Clients: c, Conns: c, Throughput: thr * float64(c) / 4, LatencyMs: bench.Latency{P99: p99 * float64(c)}})
+			r.Sweep = append(r.Sweep, result.SweepPoint{Clients: c, Conns: c, Throughput: thr * float64(c) / 4, LatencyMs: result.Latency{P99: p99 * float64(c)}})
 		}
 	}
 	dir := t.TempDir()

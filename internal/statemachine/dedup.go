@@ -1,4 +1,4 @@
-package replica
+package statemachine
 
 import (
 	"bytes"
@@ -10,40 +10,54 @@ import (
 	"sort"
 
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 	"github.com/cespare/xxhash/v2"
 )
 
 // The dedup table remembers the result of every write by request id, so a
 // retried write applies at most once. Its records live in Pebble (they are
-// replicated state, in snapshots) under the time bucket of the write's
-// proposer clock (Command.UnixNano), a group per entry and bucket: one
-// key holds the records of all the entry's commands of that bucket, so a
+// replicated state, in snapshots) under the bucket of the shard clock
+// (clock.go) at the write's entry, a group per entry: one key holds the
+// records of all the entry's commands, so a
 // write adds some 28 bytes to a key shared with the others of its entry
 // instead of a key of its own (which Pebble inserts, flushes and compacts
 // over and over while it lives). A whole bucket is dropped with one range
-// deletion once every record in it is older than DedupTTL — a rule on
-// the log, so every replica drops the same records at the same entry. A
-// bucket spans a quarter of DedupTTL (30 s of the default 2 minutes), so
-// a record lives between DedupTTL and 1.25 times it; DedupTTL must be the
-// same on every node.
+// deletion once every record in it is older than DedupTTL by the shard
+// clock — a rule on the log, so every replica drops the same records at
+// the same entry. A bucket spans a quarter of DedupTTL (30 s of the
+// default 2 minutes), so a record lives between DedupTTL and 1.25 times it
+// of shard clock time; DedupTTL must be the same on every node.
 const dedupBucketsPerTTL = 4
 
-// dedupBucket is the bucket of a proposer time.
-func (r *Replica) dedupBucket(unixNano int64) uint64 {
-	width := max(int64(r.cfg.DedupTTL)/dedupBucketsPerTTL, 1)
-	if unixNano < 0 {
-		return 0
-	}
-	return uint64(unixNano / width)
+// dedupBucket is the bucket of a shard clock time.
+func (m *Machine) dedupBucket(clock uint64) uint64 {
+	return clock / max(uint64(m.cfg.DedupTTL)/dedupBucketsPerTTL, 1)
 }
 
 // A group's value is its records back to back, each the request id and
-// the result, both length-prefixed (uvarint).
+// the result (see encodeDedupResult), both length-prefixed (uvarint).
 func appendDedupRecord(g, reqID, result []byte) []byte {
 	g = binary.AppendUvarint(g, uint64(len(reqID)))
 	g = append(g, reqID...)
 	g = binary.AppendUvarint(g, uint64(len(result)))
 	return append(g, result...)
+}
+
+// A record's result is the command's fingerprint (8 bytes, big-endian)
+// and then its wire.Result, so a command that reuses the request id of
+// another is told apart from a retry.
+func encodeDedupResult(fp uint64, res wire.Result) []byte {
+	return append(binary.BigEndian.AppendUint64(make([]byte, 0, 24), fp), res.Marshal()...)
+}
+
+func decodeDedupResult(b []byte) (fp uint64, res wire.Result, err error) {
+	if len(b) < 8 {
+		return 0, res, fmt.Errorf("%w: dedup record", storage.ErrCorrupt)
+	}
+	if err := res.Unmarshal(b[8:]); err != nil {
+		return 0, res, fmt.Errorf("%w: dedup record: %v", storage.ErrCorrupt, err)
+	}
+	return binary.BigEndian.Uint64(b), res, nil
 }
 
 // eachDedupRecord calls f with each record of group g, in order, until f
@@ -141,6 +155,9 @@ func (d *dedupIndex) load(eng *storage.Engine, shardID uint64) error {
 		return err
 	}
 	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) == len(p) {
+			continue // the shard clock (clockKey)
+		}
 		bucket, index, err := storage.DecodeDedupKey(it.Key())
 		if err != nil {
 			it.Close()
@@ -242,145 +259,4 @@ func (d *dedupIndex) dropBelow(limit uint64) {
 		n++
 	}
 	d.order = d.order[n:]
-}
-
-// bloom is a growing blocked Bloom filter: segments of 512-bit blocks,
-// each new segment twice the capacity of the last, so it needs no size
-// up front. One lookup reads one cache line per segment. A write is
-// checked against every live bucket's filter and every segment of it, so
-// the false positive rates add up (each costs a search of the bucket's
-// pairs): a segment costs 20 bits per id (about 0.03 % false positives
-// when full), the first holds 16384 ids, and a new bucket's filter starts
-// at the size the bucket before it reached, so a steady load fills one
-// segment per bucket.
-type bloom struct {
-	segs []bloomSeg
-	// firstCap is the first segment's capacity (at least bloomFirstCap).
-	firstCap int
-}
-
-type bloomSeg struct {
-	blocks   [][8]uint64
-	n, limit int
-}
-
-const (
-	bloomBitsPerKey = 20
-	bloomProbes     = 7
-	bloomFirstCap   = 16384
-)
-
-// count is the number of hashes added.
-func (b *bloom) count() int {
-	n := 0
-	for i := range b.segs {
-		n += b.segs[i].n
-	}
-	return n
-}
-
-func (b *bloom) add(h uint64) {
-	if len(b.segs) == 0 || b.segs[len(b.segs)-1].n >= b.segs[len(b.segs)-1].limit {
-		c := max(bloomFirstCap, b.firstCap)
-		if len(b.segs) > 0 {
-			c = 2 * b.segs[len(b.segs)-1].limit
-		}
-		b.segs = append(b.segs, bloomSeg{blocks: make([][8]uint64, (c*bloomBitsPerKey+511)/512), limit: c})
-	}
-	s := &b.segs[len(b.segs)-1]
-	blk := s.block(h)
-	p := probeBits(h)
-	for i := 0; i < bloomProbes; i, p = i+1, p>>9 {
-		bit := p & 511
-		blk[bit>>6] |= 1 << (bit & 63)
-	}
-	s.n++
-}
-
-func (b *bloom) mayHave(h uint64) bool {
-	probes := probeBits(h)
-	for i := range b.segs {
-		blk := b.segs[i].block(h)
-		hit := true
-		for j, p := 0, probes; j < bloomProbes; j, p = j+1, p>>9 {
-			bit := p & 511
-			if blk[bit>>6]&(1<<(bit&63)) == 0 {
-				hit = false
-				break
-			}
-		}
-		if hit {
-			return true
-		}
-	}
-	return false
-}
-
-// probeBits is where hash h sets its bits in its block: bloomProbes
-// 9-bit fields of one remix of h (independent of the block choice, which
-// uses another).
-func probeBits(h uint64) uint64 {
-	h ^= h >> 31
-	h *= 0x94d049bb133111eb
-	return h ^ h>>29
-}
-
-// block picks the block of hash h from its high bits (mixed, so the
-// probes, which use other bits, stay independent of the block).
-func (s *bloomSeg) block(h uint64) *[8]uint64 {
-	m := (h ^ h>>29) * 0xbf58476d1ce4e5b9
-	return &s.blocks[(m>>32)*uint64(len(s.blocks))>>32]
-}
-
-// versionCache remembers the current version of recently written keys of
-// a replica (0: absent), so applying a write to a hot key needs no Pebble
-// read to learn whether it exists and at which version. Apply keeps it
-// exact: every write of a data key goes through it, and a snapshot clears
-// it. At most max keys; a full cache drops the key it took in longest ago
-// (a ring of the keys in the order they came in: no map iteration).
-type versionCache struct {
-	m    map[string]uint64
-	max  int
-	ring []string // keys in the order they came in; next goes to ring[pos]
-	pos  int
-}
-
-func (c *versionCache) get(key []byte) (version uint64, known bool) {
-	version, known = c.m[string(key)]
-	return version, known
-}
-
-func (c *versionCache) put(key []byte, version uint64) {
-	if c.max <= 0 {
-		return
-	}
-	if c.m == nil {
-		c.m = make(map[string]uint64, c.max)
-		c.ring = make([]string, 0, c.max)
-	}
-	if _, ok := c.m[string(key)]; ok {
-		c.m[string(key)] = version
-		return
-	}
-	k := string(key)
-	if len(c.ring) < c.max {
-		c.ring = append(c.ring, k)
-	} else {
-		delete(c.m, c.ring[c.pos])
-		c.ring[c.pos] = k
-		c.pos = (c.pos + 1) % c.max
-	}
-	c.m[k] = version
-}
-
-// update sets key's version if the cache holds key.
-func (c *versionCache) update(key []byte, version uint64) {
-	if _, ok := c.m[string(key)]; ok {
-		c.m[string(key)] = version
-	}
-}
-
-func (c *versionCache) reset() {
-	clear(c.m)
-	c.ring, c.pos = c.ring[:0], 0
 }

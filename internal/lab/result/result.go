@@ -1,4 +1,4 @@
-package bench
+package result
 
 import (
 	"encoding/csv"
@@ -75,6 +75,16 @@ func ThisMachine(commit string) Machine {
 	}
 	m.Hostname, _ = os.Hostname()
 	return m
+}
+
+// RunResult is the outcome of one run.
+type RunResult struct {
+	Clients    int                 `json:"clients"`
+	Conns      int                 `json:"conns"`
+	Rate       float64             `json:"rate,omitempty"`
+	Elapsed    float64             `json:"elapsed_seconds"`
+	All        OpResult            `json:"all"`
+	Operations map[string]OpResult `json:"operations"`
 }
 
 // Fill copies a run's figures into the result's top level.

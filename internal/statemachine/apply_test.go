@@ -1,4 +1,4 @@
-package replica
+package statemachine
 
 import (
 	"bytes"
@@ -11,34 +11,67 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-func testReplica(t *testing.T) *Replica {
+// testMachine opens a machine of shard 1 on a new engine, with a dedup
+// TTL of one second and no version cache.
+func testMachine(t *testing.T) *Machine {
 	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { eng.Close() })
-	return &Replica{cfg: Config{Engine: eng, DedupTTL: time.Second}, id: 1}
+	m, err := Open(Config{ShardID: 1, Engine: eng, DedupTTL: time.Second, VersionCache: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
-// withVersionCache gives r a version cache of n keys.
-func withVersionCache(r *Replica, n int) *Replica {
-	r.cfg.VersionCache, r.mu.versions.max = n, n
-	return r
+// withVersionCache gives m a version cache of n keys.
+func withVersionCache(m *Machine, n int) *Machine {
+	m.cfg.VersionCache, m.versions.max = n, n
+	return m
 }
 
-// applyAll applies cmds (at indexes 1..n) in batches of the given sizes.
-func applyAll(r *Replica, cmds []wire.Command, sizes func() int) []Result {
+// applyAll applies cmds, command j in the entry at index j+1 of term 1,
+// unstamped, in rounds of the given sizes.
+func applyAll(m *Machine, cmds []wire.Command, sizes func() int) []Result {
+	return applyClocked(m, cmds, nil, sizes, nil)
+}
+
+// applyAllWaiting is applyAll on a replica that answers the writes whose
+// request ids waiting reports.
+func applyAllWaiting(m *Machine, cmds []wire.Command, sizes func() int, waiting func([]byte) bool) []Result {
+	return applyClocked(m, cmds, nil, sizes, waiting)
+}
+
+// applyClocked is applyAll with the entry of command j stamped by the
+// leader of term 1 with reading stamps[j] (none if 0 or stamps is nil).
+func applyClocked(m *Machine, cmds []wire.Command, stamps []uint64, sizes func() int, waiting func([]byte) bool) []Result {
 	var out []Result
 	for i := 0; i < len(cmds); {
 		n := min(sizes(), len(cmds)-i)
-		b := newApplyBatch(r.cfg.Engine)
-		for j := i; j < i+n; j++ {
-			out = append(out, r.applyCommand(b, uint64(j+1), &cmds[j]))
-		}
-		if err := b.commit(); err != nil {
-			panic(err)
-		}
+		out = append(out, applyRound(m, cmds, stamps, i, i+n, waiting)...)
 		i += n
+	}
+	return out
+}
+
+// applyRound applies cmds[from:to] as applyClocked does, in one round.
+func applyRound(m *Machine, cmds []wire.Command, stamps []uint64, from, to int, waiting func([]byte) bool) []Result {
+	rd := m.Begin(waiting)
+	for j := from; j < to; j++ {
+		data := cmds[j].Marshal()
+		if stamps != nil && stamps[j] != 0 {
+			data = wire.MarshalStamped(stamps[j], [][]byte{data})
+		}
+		m.ApplyEntry(rd, uint64(j+1), 1, data)
+	}
+	if err := m.Commit(rd); err != nil {
+		panic(err)
+	}
+	var out []Result
+	for _, a := range rd.Applied() {
+		out = append(out, a.Result)
 	}
 	return out
 }
@@ -62,11 +95,13 @@ func dump(t *testing.T, e *storage.Engine) [][2][]byte {
 func TestApplyIsIndependentOfBatching(t *testing.T) {
 	rng := rand.New(rand.NewSource(7))
 	var cmds []wire.Command
-	ts := int64(1e18)
+	var stamps []uint64
+	ts := uint64(1e12)
 	for i := 0; i < 3000; i++ {
-		ts += int64(rng.Intn(5)) * int64(time.Millisecond) * 10
+		ts += uint64(rng.Intn(5)) * uint64(time.Millisecond) * 10
+		stamps = append(stamps, ts)
 		key := []byte(fmt.Sprint("k", rng.Intn(20)))
-		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(400))), UnixNano: ts, Op: wire.OpPut, Key: key, Value: []byte(fmt.Sprint(i))}
+		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(400))), Op: wire.OpPut, Key: key, Value: []byte(fmt.Sprint(i))}
 		switch rng.Intn(6) {
 		case 0:
 			c.Op = wire.OpDelete
@@ -79,11 +114,11 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 	}
 	// b also keeps the versions of a few keys in memory (fewer than the
 	// keys written, so it evicts): the cache must not change a result.
-	a, b := testReplica(t), withVersionCache(testReplica(t), 7)
-	ra := applyAll(a, cmds, func() int { return 1 })
-	rb := applyAll(b, cmds, func() int { return 1 + rng.Intn(97) })
-	if len(b.mu.versions.m) != 7 {
-		t.Fatalf("version cache holds %d keys, want 7", len(b.mu.versions.m))
+	a, b := testMachine(t), withVersionCache(testMachine(t), 7)
+	ra := applyClocked(a, cmds, stamps, func() int { return 1 }, nil)
+	rb := applyClocked(b, cmds, stamps, func() int { return 1 + rng.Intn(97) }, nil)
+	if len(b.versions.m) != 7 {
+		t.Fatalf("version cache holds %d keys, want 7", len(b.versions.m))
 	}
 	for i := range ra {
 		if ra[i] != rb[i] {
@@ -99,11 +134,11 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 			t.Fatalf("key %d differs: %x=%x vs %x=%x", i, da[i][0], da[i][1], db[i][0], db[i][1])
 		}
 	}
-	// Pruning happened (the TTL is one second of proposer time) and
-	// bounded the table: far fewer records than ids ever used remain.
+	// Pruning happened (the TTL is one second of shard clock) and bounded
+	// the table: far fewer records than ids ever used remain.
 	dedups := 0
 	for _, kv := range da {
-		if bytes.HasPrefix(kv[0], storage.DedupPrefix(1)) {
+		if p := storage.DedupPrefix(1); bytes.HasPrefix(kv[0], p) && len(kv[0]) > len(p) {
 			dedups++
 		}
 	}
@@ -113,8 +148,8 @@ func TestApplyIsIndependentOfBatching(t *testing.T) {
 }
 
 func TestDedupReturnsFirstResult(t *testing.T) {
-	r := testReplica(t)
-	put := wire.Command{RequestID: []byte("once"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("k"), Value: []byte("v")}
+	r := testMachine(t)
+	put := wire.Command{RequestID: []byte("once"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("k"), Value: []byte("v")}
 	res := applyAll(r, []wire.Command{put, put}, func() int { return 1 })
 	if res[0].Status != wire.StatusOK || !res[0].Created || res[1].Result != res[0].Result {
 		t.Fatalf("first %+v, retry %+v", res[0], res[1])
@@ -128,30 +163,27 @@ func TestDedupReturnsFirstResult(t *testing.T) {
 func TestDedupIndexReloadMatches(t *testing.T) {
 	rng := rand.New(rand.NewSource(11))
 	var cmds []wire.Command
-	ts := int64(1e18)
+	var stamps []uint64
+	ts := uint64(1e12)
 	for i := 0; i < 3000; i++ {
-		ts += int64(rng.Intn(5)) * int64(time.Millisecond) * 10
-		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(300))), UnixNano: ts, Op: wire.OpPut,
+		ts += uint64(rng.Intn(5)) * uint64(time.Millisecond) * 10
+		stamps = append(stamps, ts)
+		c := wire.Command{RequestID: []byte(fmt.Sprint("id", rng.Intn(300))), Op: wire.OpPut,
 			Key: []byte(fmt.Sprint("k", rng.Intn(20))), Value: []byte(fmt.Sprint(i))}
 		if rng.Intn(4) == 0 {
 			c.Cond = wire.CondIfAbsent
 		}
 		cmds = append(cmds, c)
 	}
-	a, b := testReplica(t), testReplica(t)
-	ra := applyAll(a, cmds, func() int { return 1 + rng.Intn(50) })
+	a, b := testMachine(t), testMachine(t)
+	ra := applyClocked(a, cmds, stamps, func() int { return 1 + rng.Intn(50) }, nil)
 	var rb []Result
 	for i := 0; i < len(cmds); {
 		n := min(1+rng.Intn(50), len(cmds)-i)
-		ab := newApplyBatch(b.cfg.Engine)
-		for j := i; j < i+n; j++ {
-			rb = append(rb, b.applyCommand(ab, uint64(j+1), &cmds[j]))
-		}
-		if err := ab.commit(); err != nil {
-			t.Fatal(err)
-		}
+		rb = append(rb, applyRound(b, cmds, stamps, i, i+n, nil)...)
 		if rng.Intn(3) == 0 {
-			if err := b.mu.dedup.load(b.cfg.Engine, 1); err != nil {
+			// As a restart or a snapshot does.
+			if err := b.Reset(); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -171,9 +203,9 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 			t.Fatalf("key %d differs", i)
 		}
 	}
-	// The commands span about 60 s of proposer time, 240 buckets of
-	// 250 ms; pruning keeps the last five or so.
-	if n := len(b.mu.dedup.order); n == 0 || n > 6 {
+	// The commands span about 60 s of shard clock, 240 buckets of 250 ms;
+	// pruning keeps the last five or so.
+	if n := len(b.dedup.order); n == 0 || n > 6 {
 		t.Fatalf("%d buckets in the filter: pruning did not run", n)
 	}
 }
@@ -181,7 +213,7 @@ func TestDedupIndexReloadMatches(t *testing.T) {
 // The batch commits in key order, so its range deletions must still cover
 // exactly what came before them in the round.
 func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
-	r := testReplica(t)
+	r := testMachine(t)
 	pre := newApplyBatch(r.cfg.Engine)
 	pre.Set([]byte("k/c"), []byte("old c"))
 	pre.Set([]byte("k/d"), []byte("old d"))
@@ -219,10 +251,10 @@ func TestApplyBatchOrdersRangeDeletions(t *testing.T) {
 // replica's state is the same and a retry answered from the record
 // reports the key as not created.
 func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
-	answering, other := testReplica(t), testReplica(t)
-	answering.mu.props = map[string][]*proposal{"w1": {{reqID: "w1"}}}
-	put := wire.Command{RequestID: []byte("w1"), UnixNano: 1, Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
-	ra := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	answering, other := testMachine(t), testMachine(t)
+	waiting := func(id []byte) bool { return string(id) == "w1" }
+	put := wire.Command{RequestID: []byte("w1"), Op: wire.OpPut, Key: []byte("k"), Value: []byte("v")}
+	ra := applyAllWaiting(answering, []wire.Command{put}, func() int { return 1 }, waiting)
 	ro := applyAll(other, []wire.Command{put}, func() int { return 1 })
 	if !ra[0].Created || ro[0].Created || ra[0].Version != ro[0].Version {
 		t.Fatalf("answering replica %+v, other %+v: want created only in the answer", ra[0], ro[0])
@@ -236,13 +268,13 @@ func TestUnconditionalPutCreatedOnlyInTheAnswer(t *testing.T) {
 			t.Fatalf("states differ at key %x", da[i][0])
 		}
 	}
-	retry := applyAll(answering, []wire.Command{put}, func() int { return 1 })
+	retry := applyAllWaiting(answering, []wire.Command{put}, func() int { return 1 }, waiting)
 	if retry[0].Created || retry[0].Version != ra[0].Version {
 		t.Fatalf("retry answered %+v, want the first version, not created", retry[0])
 	}
 	// A conditional create keeps Created in the record: every replica
 	// reads the key to evaluate the condition.
-	create := wire.Command{RequestID: []byte("c1"), UnixNano: 1, Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("new"), Value: []byte("v")}
+	create := wire.Command{RequestID: []byte("c1"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("new"), Value: []byte("v")}
 	if r := applyAll(other, []wire.Command{create, create}, func() int { return 1 }); !r[0].Created || !r[1].Created {
 		t.Fatalf("conditional create and its retry: %+v", r)
 	}

@@ -1,6 +1,9 @@
-package bench
+package result
 
 import (
+	"context"
+	"errors"
+	"net"
 	"sort"
 	"sync"
 	"time"
@@ -36,11 +39,32 @@ type Recorder struct {
 	start time.Time // measurement start
 	ops   map[string]*opStats
 	all   *opStats
+	kind  func(error) string
 }
 
-// NewRecorder starts measuring at start.
-func NewRecorder(start time.Time) *Recorder {
-	return &Recorder{start: start, ops: map[string]*opStats{}, all: newOpStats()}
+// ErrNotFound is a read of an absent key: counted apart, not as an error.
+var ErrNotFound = errors.New("result: not found")
+
+// NewRecorder starts measuring at start. kind names an error's class in
+// the "errors by kind" report (nil: "timeout", "network" or "other").
+func NewRecorder(start time.Time, kind func(error) string) *Recorder {
+	if kind == nil {
+		kind = ErrKind
+	}
+	return &Recorder{start: start, ops: map[string]*opStats{}, all: newOpStats(), kind: kind}
+}
+
+// ErrKind classifies the errors every client has: "timeout", "network"
+// or "other".
+func ErrKind(err error) string {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	case errors.As(err, &ne):
+		return "network"
+	}
+	return "other"
 }
 
 func (s *opStats) add(sec int, us int64, err error, kind string) {
@@ -70,12 +94,12 @@ func (r *Recorder) Record(name string, intended, end time.Time, err error) {
 	us := max(end.Sub(intended).Microseconds(), 1)
 	sec := int(end.Sub(r.start) / time.Second)
 	var kind string
-	notFound := err == ErrNotFound
+	notFound := errors.Is(err, ErrNotFound)
 	if notFound {
 		err = nil
 	}
 	if err != nil {
-		kind = ErrKind(err)
+		kind = r.kind(err)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -92,8 +116,12 @@ func (r *Recorder) Record(name string, intended, end time.Time, err error) {
 	}
 }
 
-// snapshot of progress: completed ops, errors, p99 so far in ms.
-func (r *Recorder) progress() (n, errs uint64, p99 float64) {
+// Start is when the measurement starts.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Progress is a snapshot of the run so far: completed ops, errors, p99
+// in ms.
+func (r *Recorder) Progress() (n, errs uint64, p99 float64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.all.n, r.all.errors, float64(r.all.hist.ValueAtQuantile(99)) / 1000

@@ -1,0 +1,226 @@
+package launcher
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+)
+
+// Config describes a cluster to launch. Zero fields take the defaults
+// given; Config is copied by New, never mutated afterwards.
+type Config struct {
+	// Bin is the cairn binary. Required.
+	Bin string
+	// Nodes is the number of nodes, ids 1..Nodes. Default 3.
+	Nodes int
+	// Dir holds node i's data dir Dir/node-i and its log Dir/node-i.log.
+	// Required.
+	Dir string
+	// IPs is each node's listen address (len Nodes); default 127.0.0.1 for
+	// every node. The chaos lab gives each node its own 127.a.b.n.
+	IPs []string
+	// HTTPAddrs and PeerAddrs fix the nodes' addresses (len Nodes each);
+	// default free ports on IPs, picked at New. Fixed addresses must be
+	// free at New (else ErrAddrInUse).
+	HTTPAddrs, PeerAddrs []string
+	// Shards at bootstrap; 0 leaves cairn serve's default (one per node).
+	Shards int
+	// Replication factor; default min(3, Nodes).
+	Replication int
+	// Extra serve flags, appended to every node's command line.
+	Extra []string
+	// Output, when set, receives node id's stdout and stderr (the demo
+	// prefixes and prints them); default: appended to the node's LogPath.
+	Output func(id int) io.Writer
+	// StopTimeout bounds each node's exit after SIGTERM before SIGKILL.
+	// Default 10 s.
+	StopTimeout time.Duration
+	// OnStart runs right after every start of a node, before it has opened
+	// its data (the chaos lab moves it into its cgroups). An error kills
+	// the node and fails the start.
+	OnStart func(id, pid int) error
+	// OnExit is told when a node exits without the launcher having
+	// signalled it (a crash, an OOM kill, kill -9 from outside).
+	OnExit func(id int, err error)
+	// SysProcAttr, when set, is given to every node process (tests set
+	// Pdeathsig so no node outlives them).
+	SysProcAttr func() *syscall.SysProcAttr
+}
+
+// Node is one `cairn serve` process, possibly started many times on the
+// same data dir and addresses.
+type Node struct {
+	ID       int
+	HTTPAddr string
+	PeerAddr string
+	Dir      string // data dir, kept across restarts
+	LogPath  string // stdout and stderr of every run, appended (without Config.Output)
+
+	mu       sync.Mutex
+	proc     *Process
+	expected bool // the launcher signalled the current run
+}
+
+// Cluster is a set of nodes this process launched. Its methods take node
+// ids (1-based) and are safe for concurrent use.
+type Cluster struct {
+	cfg   Config
+	nodes []*Node
+	args  []string // flags common to every node
+	hc    *http.Client
+}
+
+// New prepares a cluster (addresses, directories) without starting it.
+func New(cfg Config) (*Cluster, error) {
+	if cfg.Bin == "" || cfg.Dir == "" {
+		return nil, errors.New("launcher: Config.Bin and Config.Dir are required")
+	}
+	if cfg.Nodes == 0 {
+		cfg.Nodes = 3
+	}
+	if cfg.Replication == 0 {
+		cfg.Replication = min(3, cfg.Nodes)
+	}
+	if cfg.StopTimeout == 0 {
+		cfg.StopTimeout = 10 * time.Second
+	}
+	for name, l := range map[string][]string{"IPs": cfg.IPs, "HTTPAddrs": cfg.HTTPAddrs, "PeerAddrs": cfg.PeerAddrs} {
+		if l != nil && len(l) != cfg.Nodes {
+			return nil, fmt.Errorf("launcher: %d %s for %d nodes", len(l), name, cfg.Nodes)
+		}
+	}
+	if cfg.IPs == nil {
+		cfg.IPs = make([]string, cfg.Nodes)
+		for i := range cfg.IPs {
+			cfg.IPs[i] = "127.0.0.1"
+		}
+	}
+	httpAddrs, err := addrs(cfg.HTTPAddrs, cfg.IPs)
+	if err != nil {
+		return nil, err
+	}
+	peerAddrs, err := addrs(cfg.PeerAddrs, cfg.IPs)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{cfg: cfg, hc: &http.Client{Timeout: 5 * time.Second}}
+	var peers []string
+	for i := 1; i <= cfg.Nodes; i++ {
+		c.nodes = append(c.nodes, &Node{ID: i, HTTPAddr: httpAddrs[i-1], PeerAddr: peerAddrs[i-1],
+			Dir: filepath.Join(cfg.Dir, fmt.Sprint("node-", i)), LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d.log", i))})
+		peers = append(peers, fmt.Sprintf("%d=%s", i, peerAddrs[i-1]))
+	}
+	c.args = append([]string{"--initial-cluster", strings.Join(peers, ","), "--shards", fmt.Sprint(cfg.Shards),
+		"--replication", fmt.Sprint(cfg.Replication)}, cfg.Extra...)
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// addrs returns fixed (checked free) or, when fixed is nil, fresh free
+// addresses on ips.
+func addrs(fixed, ips []string) ([]string, error) {
+	if fixed != nil {
+		for _, a := range fixed {
+			l, err := net.Listen("tcp", a)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s is not free: %v", ErrAddrInUse, a, err)
+			}
+			l.Close()
+		}
+		return fixed, nil
+	}
+	return FreeAddrs(ips)
+}
+
+// FreeAddrs returns one address per ip (host:port) that was free a moment
+// ago: all are held open together so none repeats, then released.
+func FreeAddrs(ips []string) ([]string, error) {
+	var ls []net.Listener
+	defer func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}()
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return nil, err
+		}
+		ls = append(ls, l)
+		out[i] = l.Addr().String()
+	}
+	return out, nil
+}
+
+// Size is the number of nodes.
+func (c *Cluster) Size() int { return len(c.nodes) }
+
+// Node returns node id.
+func (c *Cluster) Node(id int) *Node { return c.nodes[id-1] }
+
+// Replication is the cluster's replication factor.
+func (c *Cluster) Replication() int { return c.cfg.Replication }
+
+// URL is node id's HTTP base URL.
+func (c *Cluster) URL(id int) string { return "http://" + c.Node(id).HTTPAddr }
+
+// Endpoints are every node's URL, in id order.
+func (c *Cluster) Endpoints() []string {
+	out := make([]string, len(c.nodes))
+	for i := range c.nodes {
+		out[i] = c.URL(i + 1)
+	}
+	return out
+}
+
+// Admin is a client of node id's status, cluster and admin endpoints.
+func (c *Cluster) Admin(id int) *client.Admin { return client.NewAdmin(c.URL(id), c.hc) }
+
+func (c *Cluster) proc(id int) *Process {
+	n := c.Node(id)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.proc
+}
+
+// Running reports whether node id's process is alive.
+func (c *Cluster) Running(id int) bool {
+	p := c.proc(id)
+	return p != nil && p.Running()
+}
+
+// Pid of node id's current (or last) process; 0 if never started.
+func (c *Cluster) Pid(id int) int {
+	if p := c.proc(id); p != nil {
+		return p.Pid()
+	}
+	return 0
+}
+
+// Exited is closed when node id's current process exits (nil if the node
+// was never started).
+func (c *Cluster) Exited(id int) <-chan struct{} {
+	if p := c.proc(id); p != nil {
+		return p.Done()
+	}
+	return nil
+}
+
+// Log returns what node id wrote to its log file so far.
+func (c *Cluster) Log(id int) string {
+	b, _ := os.ReadFile(c.Node(id).LogPath)
+	return string(b)
+}

@@ -1,0 +1,165 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/raftlog"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// grpcNode is one node of a cluster of stores over real gRPC transports.
+type grpcNode struct {
+	dir string
+	eng *storage.Engine
+	st  *Store
+	tr  *transport.GRPC
+}
+
+type grpcCluster struct {
+	t     *testing.T
+	m     shard.Map
+	peers map[uint64]string
+	nodes map[uint64]*grpcNode
+}
+
+const testChunk = 16 << 10
+
+func (c *grpcCluster) start(id uint64, fresh bool) {
+	t := c.t
+	n := c.nodes[id]
+	eng, err := storage.Open(n.dir, storage.Options{CacheSize: 1 << 20, MemTableSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := New(Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 10 * time.Millisecond,
+		BalanceInterval: -1, SickThreshold: -1, SnapshotChunk: testChunk, Logger: quiet,
+		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}, fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l net.Listener
+	for i := 0; ; i++ { // the port may linger for a moment after a stop
+		if l, err = net.Listen("tcp", c.peers[id]); err == nil || i == 100 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := transport.NewGRPC(transport.Config{NodeID: id, Listener: l, Peers: c.peers,
+		Handler: storeHandler{st}, Unreachable: st.Unreachable, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.SetTransport(tr)
+	st.Start(fresh)
+	n.eng, n.st, n.tr = eng, st, tr
+}
+
+func (c *grpcCluster) stop(id uint64) {
+	n := c.nodes[id]
+	if n.st == nil {
+		return
+	}
+	n.tr.Close()
+	n.st.Stop()
+	n.eng.Close()
+	n.eng, n.st, n.tr = nil, nil, nil
+}
+
+func newGRPCCluster(t *testing.T) *grpcCluster {
+	m, err := shard.Bootstrap([]uint64{1, 2, 3}, 1, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &grpcCluster{t: t, m: m, peers: map[uint64]string{}, nodes: map[uint64]*grpcNode{}}
+	for id := uint64(1); id <= 3; id++ {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.peers[id] = l.Addr().String()
+		l.Close()
+		c.nodes[id] = &grpcNode{dir: t.TempDir()}
+	}
+	for id := uint64(1); id <= 3; id++ {
+		c.start(id, true)
+	}
+	t.Cleanup(func() {
+		for id := range c.nodes {
+			c.stop(id)
+		}
+	})
+	return c
+}
+
+func (c *grpcCluster) leader() *grpcNode {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range c.nodes {
+			if n.st != nil && n.st.Replica(1).IsLeader() {
+				return n
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	c.t.Fatal("no leader")
+	return nil
+}
+
+// A follower that missed more than the leader's log holds catches up by
+// a snapshot streamed over gRPC in many chunks of at most the chunk size
+// (plus one record), and ends with exactly the leader's data.
+func TestSnapshotOverGRPCInChunks(t *testing.T) {
+	c := newGRPCCluster(t)
+	c.leader()
+	c.stop(3)
+	lead := c.leader()
+	value := make([]byte, 2000)
+	for i := 0; i < 300; i++ {
+		k := []byte(fmt.Sprint("k", i))
+		copy(value, k)
+		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), Op: wire.OpPut, Key: k, Value: value}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := lead.st.Replica(1).ProposeEncoded(ctx, cmd.RequestID, k, cmd.Marshal())
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if first, _ := lead.st.Replica(1).LogBounds(); first <= raftlog.InitIndex+1 {
+		t.Fatalf("the leader's log was not truncated (first index %d)", first)
+	}
+	c.start(3, false)
+	follower := c.nodes[3].st.Replica(1)
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		la, lh, err1 := lead.st.Replica(1).Hash()
+		fa, fh, err2 := follower.Hash()
+		if err1 == nil && err2 == nil && la == fa && lh == fh {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("follower at %d %s, leader at %d %s", fa, fh, la, lh)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := lead.st.SnapshotStats()
+	// Every chunk but the last holds the chunk size and at most one more
+	// record (about 2 KiB here).
+	if st.Sent == 0 || st.Bytes < 300*2000 || st.Chunks < st.Bytes/(testChunk+2100) || st.MaxChunk > testChunk+2100 {
+		t.Fatalf("snapshot stats %+v", st)
+	}
+	if first, _ := follower.LogBounds(); first <= raftlog.InitIndex+1 {
+		t.Fatalf("the follower caught up without a snapshot (first index %d)", first)
+	}
+}
