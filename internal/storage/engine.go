@@ -9,7 +9,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/bloom"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	dto "github.com/prometheus/client_model/go"
 )
 
@@ -37,10 +36,10 @@ type Options struct {
 	// least time since the previous sync: commits that ask for a sync
 	// within it wait and share the next one (group commit). Nil: none.
 	SyncDelay func() time.Duration
-	// FS is the filesystem the engine lives on. Nil: the operating
-	// system's (vfs.Default). Tests pass an in-memory one (vfs.NewMem,
-	// or vfs.NewCrashableMem to simulate losing unsynced writes).
-	FS vfs.FS
+	// FS is the filesystem the engine lives on, its staging folder for
+	// ingestion included. Nil: the operating system's. Tests pass an
+	// in-memory one (NewCrashableFS, to simulate losing unsynced writes).
+	FS FS
 }
 
 // EnsureDefaults fills zero fields.
