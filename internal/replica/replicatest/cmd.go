@@ -130,8 +130,22 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		if td.Cmd == "drop-msgs" {
 			e.drop(msgs)
 		} else {
-			e.deliver(msgs)
+			e.deliver(msgs, -1)
 		}
+		return nil
+	case "drop-snapshot":
+		var err error
+		f := a.filter(&err)
+		f.typ = "Snap"
+		after := a.int("after", 1, &err)
+		if err != nil {
+			return err
+		}
+		msgs := e.take(f, -1, false)
+		if len(msgs) == 0 {
+			e.printf("no messages")
+		}
+		e.deliver(msgs, after)
 		return nil
 	case "hold", "release":
 		var err error
@@ -192,8 +206,35 @@ func (e *Env) handle(td *datadriven.TestData) error {
 			return err
 		}
 		e.Advance(d)
-		e.printf("clock %s", e.now.Format(time.RFC3339))
+		e.printf("clock +%s", e.mono)
 		return nil
+	case "clock-skew":
+		var err error
+		d := a.duration("d", 0, &err)
+		if err != nil {
+			return err
+		}
+		return e.eachNode(a, false, func(nd *Node) error {
+			if err := e.SetSkew(nd.ID, d); err != nil {
+				return err
+			}
+			e.printf("n%d: clock reads +%s", nd.ID, e.mono+d)
+			return nil
+		})
+	case "elapse":
+		var err error
+		d := a.duration("d", 0, &err)
+		step := a.duration("step", 0, &err)
+		if err != nil {
+			return err
+		}
+		return e.Elapse(d, step)
+	case "staging":
+		return e.eachNode(a, true, func(nd *Node) error {
+			files, err := nd.stagingFiles()
+			e.printf("n%d: %d staged files", nd.ID, len(files)) // their names are random
+			return err
+		})
 	case "get":
 		key := a.str("key", "k")
 		return e.eachNode(a, true, func(nd *Node) error {
@@ -223,8 +264,15 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		return nil
 	case "dedup":
 		return e.eachNode(a, true, func(nd *Node) error {
-			n, err := nd.dedupRecords()
-			e.printf("n%d: %d dedup groups", nd.ID, n)
+			if nd.staged != nil {
+				return fmt.Errorf("%w: n%d", ErrStaged, nd.ID)
+			}
+			buckets, counts, err := nd.dedupGroups()
+			var parts []string
+			for i, b := range buckets {
+				parts = append(parts, fmt.Sprintf("%d:%d", b, counts[i]))
+			}
+			e.printf("n%d: shard clock %s, dedup groups by bucket [%s]", nd.ID, nd.Replica.ShardClock(), strings.Join(parts, " "))
 			return err
 		})
 	case "check-consistency":

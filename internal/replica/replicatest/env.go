@@ -30,9 +30,6 @@ type Options struct {
 	// Seed seeds every randomized choice of the harness (message
 	// reordering, partial crashes). Same seed, same script: same trace.
 	Seed uint64
-	// Start is the manual clock's initial time (command time of writes).
-	// Default 2026-01-01T00:00:00Z.
-	Start time.Time
 	// Logger receives the replicas' logs. Default: discarded.
 	Logger *slog.Logger
 }
@@ -44,35 +41,35 @@ type Options struct {
 // harness waits with synctest.Wait until each has either returned or
 // is blocked for good before it prints what changed.
 type Env struct {
-	opts   Options
-	rng    *rand.Rand
-	now    time.Time
-	nodes  map[uint64]*Node
-	ids    []uint64
-	desc   shard.Descriptor
-	cfg    nodeConfig
-	net    network
-	ops    []*Op
-	lines  []string
-	indent string
-	acked  map[string]uint64 // key: highest version acknowledged
-	viol   []string
+	opts Options
+	rng  *rand.Rand
+	// mono is the manual monotonic clock every node reads (plus its own
+	// skew) as replica Config.Clock: leaders stamp entries with it.
+	mono  time.Duration
+	nodes map[uint64]*Node
+	ids   []uint64
+	desc  shard.Descriptor
+	cfg   nodeConfig
+	net   network
+	ops   []*Op
+	// streams: snapshots being received (snap.go).
+	streams []*stream
+	lines   []string
+	indent  string
+	acked   map[string]uint64 // key: highest version acknowledged
+	viol    []string
 	// panicked: a command panicked; the environment does nothing more.
 	panicked bool
 }
 
 // New returns an empty environment.
 func New(opts Options) *Env {
-	if opts.Start.IsZero() {
-		opts.Start = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	return &Env{
 		opts:  opts,
 		rng:   rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
-		now:   opts.Start,
 		nodes: map[uint64]*Node{},
 		net:   network{cut: map[[2]uint64]bool{}},
 		acked: map[string]uint64{},
@@ -82,11 +79,23 @@ func New(opts Options) *Env {
 // Seed is the environment's seed.
 func (e *Env) Seed() uint64 { return e.opts.Seed }
 
-// Now is the manual clock.
-func (e *Env) Now() time.Time { return e.now }
+// Now is the manual monotonic clock: the time since the environment
+// started, as every node without a skew reads it.
+func (e *Env) Now() time.Duration { return e.mono }
 
 // Advance moves the manual clock on by d.
-func (e *Env) Advance(d time.Duration) { e.now = e.now.Add(d) }
+func (e *Env) Advance(d time.Duration) { e.mono += d }
+
+// SetSkew makes node id's clock read d ahead of the manual clock (behind
+// if negative) from now on.
+func (e *Env) SetSkew(id uint64, d time.Duration) error {
+	nd, err := e.node(id)
+	if err != nil {
+		return err
+	}
+	nd.skew = d
+	return nil
+}
 
 // Node returns node id, or nil.
 func (e *Env) Node(id uint64) *Node { return e.nodes[id] }
@@ -121,6 +130,7 @@ func (e *Env) takeOutput() string {
 // finished, in the order they were issued.
 func (e *Env) settle() {
 	synctest.Wait()
+	e.settleStreams()
 	for _, op := range e.ops {
 		op.mu.Lock()
 		done, reported := op.done, op.reported
@@ -187,6 +197,7 @@ func (e *Env) replicaConfig(nd *Node) replica.Config {
 		TruncateKeep:      e.cfg.TruncateKeep,
 		TruncateBytes:     e.cfg.TruncateBytes,
 		DedupTTL:          e.cfg.DedupTTL,
+		Clock:             func() time.Duration { return e.mono + nd.skew },
 		Logger:            e.opts.Logger.With("node", nd.ID),
 	}
 }

@@ -3,7 +3,9 @@ package replicatest
 import (
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -53,6 +55,7 @@ func (e *Env) lost(m raftpb.Message) {
 		return
 	}
 	if m.Type == raftpb.MsgSnap {
+		e.releaseSnapshot(nd, m)
 		nd.Replica.ReportSnapshot(m.To, false)
 	} else {
 		nd.Replica.ReportUnreachable(m.To)
@@ -107,9 +110,13 @@ func (e *Env) hold(f msgFilter, hold bool) int {
 	return n
 }
 
-// deliver hands the messages to their receivers' inboxes (a receiver on
-// the other side of a cut link loses it).
-func (e *Env) deliver(msgs []raftpb.Message) {
+// deliver hands the messages to their receivers (a receiver on the other
+// side of a cut link loses it) through what the store does with a peer's
+// message: the checks of store.CheckMessage, then Replica.Step (whose
+// round checks log positions before raft steps it); a MsgSnap is streamed
+// (snap.go). breakAfter >= 0 breaks snapshot streams after that many
+// chunks.
+func (e *Env) deliver(msgs []raftpb.Message, breakAfter int) {
 	for _, m := range msgs {
 		to := e.nodes[m.To]
 		if to == nil || e.net.cut[[2]uint64{m.From, m.To}] {
@@ -118,12 +125,17 @@ func (e *Env) deliver(msgs []raftpb.Message) {
 			continue
 		}
 		e.printf("deliver %s", describe(m))
-		to.Replica.Step(m)
 		if m.Type == raftpb.MsgSnap {
-			if nd := e.nodes[m.From]; nd != nil {
-				nd.Replica.ReportSnapshot(m.To, true)
-			}
+			e.indent = "  "
+			e.deliverSnapshot(m, breakAfter)
+			e.indent = ""
+			continue
 		}
+		if why := store.CheckMessage(to.Replica.Desc(), to.ID, &m, false); why >= 0 {
+			e.printf("  refused %s (%s)", describe(m), store.DropReasons[why])
+			continue
+		}
+		to.Replica.Step(m)
 	}
 }
 
@@ -200,9 +212,13 @@ func describeData(e raftpb.Entry) string {
 	if len(e.Data) == 0 {
 		return ""
 	}
-	cmds, err := wire.SplitEntry(e.Data)
+	ent, err := wire.DecodeEntry(e.Data)
 	if err != nil {
 		return ":?"
+	}
+	cmds := ent.Commands
+	if len(cmds) == 0 {
+		return fmt.Sprintf(":stamp(%s)", time.Duration(ent.Clock))
 	}
 	var out []string
 	for _, data := range cmds {

@@ -9,7 +9,6 @@ import (
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -28,8 +27,8 @@ type nodeConfig struct {
 const dataDir = "/data"
 
 // engineOptions keep the in-memory engines small.
-func engineOptions(fs vfs.FS) storage.Options {
-	return storage.Options{FS: fs, CacheSize: 1 << 20, MemTableSize: 4 << 20}
+func engineOptions(fs *storage.CrashableFS) storage.Options {
+	return storage.Options{FS: fs.FS(), CacheSize: 1 << 20, MemTableSize: 4 << 20}
 }
 
 // Node is one node of the environment: an engine on a crashable
@@ -40,7 +39,10 @@ type Node struct {
 	Replica *replica.Replica
 
 	env *Env
-	fs  *vfs.MemFS
+	fs  *storage.CrashableFS
+	// skew is added to the environment's monotonic clock to make this
+	// node's (Config.Clock): a node whose clock runs ahead.
+	skew time.Duration
 	// gen counts the node's incarnations; a replica of an earlier one
 	// (crashed) sends nothing.
 	gen    int
@@ -61,7 +63,7 @@ type stagedRound struct {
 // replica.
 func (nd *Node) open(bootstrap bool) error {
 	if nd.fs == nil {
-		nd.fs = vfs.NewCrashableMem()
+		nd.fs = storage.NewCrashableFS()
 	}
 	eng, err := storage.Open(dataDir, engineOptions(nd.fs))
 	if err != nil {
@@ -110,11 +112,7 @@ func (nd *Node) close() {
 // each unsynced block with that probability) and restarts it from what
 // survived.
 func (nd *Node) crash(percent int) error {
-	cfg := vfs.CrashCloneCfg{}
-	if percent > 0 {
-		cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: percent, RNG: nd.env.rng}
-	}
-	survived := nd.fs.CrashClone(cfg)
+	survived := nd.fs.CrashClone(percent, nd.env.rng)
 	nd.gen++ // the old incarnation sends nothing from now on
 	nd.close()
 	nd.fs = survived
@@ -129,7 +127,7 @@ type durable struct {
 }
 
 func (nd *Node) durableState() (durable, error) {
-	eng, err := storage.Open(dataDir, engineOptions(nd.fs.CrashClone(vfs.CrashCloneCfg{})))
+	eng, err := storage.Open(dataDir, engineOptions(nd.fs.CrashClone(0, nil)))
 	if err != nil {
 		return durable{}, err
 	}
@@ -189,17 +187,29 @@ func (nd *Node) get(key string) (version uint64, value string, ok bool, err erro
 	return ver, string(data), true, nil
 }
 
-// dedupRecords counts the keys of the shard's dedup table (one per entry
-// and time bucket).
-func (nd *Node) dedupRecords() (int, error) {
+// dedupGroups counts the groups of the shard's dedup table (one per entry
+// and bucket of shard clock) by bucket, in ascending bucket order.
+func (nd *Node) dedupGroups() (buckets []uint64, counts []int, err error) {
 	p := storage.DedupPrefix(ShardID)
 	it, err := nd.Engine.NewIter(p, storage.PrefixEnd(p))
 	if err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	n := 0
 	for ok := it.First(); ok; ok = it.Next() {
-		n++
+		b, _, err := storage.DecodeDedupKey(it.Key())
+		if err != nil {
+			continue // the shard clock's own key
+		}
+		if n := len(buckets); n == 0 || buckets[n-1] != b {
+			buckets, counts = append(buckets, b), append(counts, 0)
+		}
+		counts[len(counts)-1]++
 	}
-	return n, it.Close()
+	return buckets, counts, it.Close()
+}
+
+// stagingFiles lists the files in the engine's staging folder (snapshots
+// being received, or left by a failed one).
+func (nd *Node) stagingFiles() ([]string, error) {
+	return nd.fs.FS().List(nd.Engine.StagingDir())
 }

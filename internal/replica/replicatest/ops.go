@@ -48,15 +48,11 @@ func (op *Op) finish(f func()) {
 	op.done = true
 }
 
-// Propose issues cmd at node (its command time is the manual clock's
-// unless set) and returns the pending operation.
+// Propose issues cmd at node and returns the pending operation.
 func (e *Env) Propose(node uint64, cmd wire.Command) (*Op, error) {
 	nd, err := e.node(node)
 	if err != nil {
 		return nil, err
-	}
-	if cmd.UnixNano == 0 {
-		cmd.UnixNano = e.now.UnixNano()
 	}
 	op := &Op{ID: len(e.ops) + 1, Node: node, key: string(cmd.Key)}
 	if len(cmd.RequestID) == 0 {
@@ -162,6 +158,8 @@ func statusName(s wire.Status) string {
 		return "not-found"
 	case wire.StatusPreconditionFailed:
 		return "precondition-failed"
+	case wire.StatusRequestIDReused:
+		return "request-id-reused"
 	}
 	return fmt.Sprintf("status(%d)", s)
 }
