@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/wire"
 	"github.com/cockroachdb/datadriven"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // Handle runs one datadriven command (see doc.go) and returns its output.
@@ -146,6 +147,26 @@ func (e *Env) handle(td *datadriven.TestData) error {
 			e.printf("no messages")
 		}
 		e.deliver(msgs, after)
+		return nil
+	case "inject":
+		var err error
+		m := raftpb.Message{
+			From:    uint64(a.int("from", 0, &err)),
+			To:      uint64(a.int("to", 0, &err)),
+			Term:    uint64(a.int("term", 0, &err)),
+			LogTerm: uint64(a.int("logterm", 0, &err)),
+			Index:   uint64(a.int("index", 0, &err)),
+			Commit:  uint64(a.int("commit", 0, &err)),
+		}
+		t, ok := raftpb.MessageType_value["Msg"+a.str("type", "")]
+		if !ok && err == nil {
+			err = fmt.Errorf("%w: inject: unknown type %q", ErrBadCommand, a.str("type", ""))
+		}
+		if err != nil {
+			return err
+		}
+		m.Type = raftpb.MessageType(t)
+		e.deliver([]raftpb.Message{m}, -1)
 		return nil
 	case "hold", "release":
 		var err error

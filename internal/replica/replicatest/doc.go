@@ -42,6 +42,8 @@
 // a goroutine of the bubble, as the transport's handler runs); the sender
 // learns the outcome (ReportSnapshot) when the receiver is done, printed
 // as "snapshot 1->3 snap=6/12 (6 chunks, 426 bytes): installed".
+// A round that dropped messages before raft prints "nN: dropped K peer
+// messages"; a message the store's check refuses prints "refused".
 //
 // Checks. Every vote request, vote grant, append answer and heartbeat
 // answer is checked when it is sent against what a crash of its sender at
@@ -75,6 +77,8 @@
 //	hold [from=] [to=] [type=] / release [...]
 //	                           delay messages in flight / let them go
 //	msgs                       list the messages in flight
+//	inject from= to= type=Heartbeat term= [logterm=] [index=] [commit=]
+//	                           deliver a forged message (no entries)
 //	partition 1 / 2 3, heal    cut / restore links (a message on a cut
 //	                           link is lost at send or delivery, and its
 //	                           sender told)

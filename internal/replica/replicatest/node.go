@@ -51,6 +51,8 @@ type Node struct {
 	// panic, when the replica must not be touched again.
 	busy bool
 	last string // the status line printed last
+	// dropped: the replica's DroppedMessages count printed last.
+	dropped uint64
 }
 
 type stagedRound struct {
@@ -78,6 +80,7 @@ func (nd *Node) open(bootstrap bool) error {
 	}
 	nd.Replica = r
 	nd.last = ""
+	nd.dropped = 0
 	return nil
 }
 

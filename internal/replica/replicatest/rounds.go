@@ -28,6 +28,10 @@ func (e *Env) Stage(id uint64) (bool, error) {
 	nd.busy = true
 	rr, sync := nd.Replica.Stage(b)
 	e.indent = ""
+	if d := nd.Replica.DroppedMessages(); d > nd.dropped {
+		e.printf("n%d: dropped %d peer messages before raft (impossible log positions)", id, d-nd.dropped)
+		nd.dropped = d
+	}
 	if rr == nil {
 		nd.busy = false
 		b.Close()
