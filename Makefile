@@ -53,6 +53,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzHandler$$' -fuzztime=50000x ./internal/api/http/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseReplicas$$' -fuzztime=30000x ./internal/api/http/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=500000x ./internal/wire/
+	$(GO) test -run='^$$' -fuzz='^FuzzParseDifferential$$' -fuzztime=50000x ./internal/http1/
 
 clean:
 	rm -rf bin

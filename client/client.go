@@ -50,33 +50,6 @@ func (e *Error) Error() string {
 // Unwrap returns the sentinel the status maps to.
 func (e *Error) Unwrap() error { return e.kind }
 
-// Options of a Client.
-type Options struct {
-	// Timeout of one operation including its retries. Default 5s.
-	Timeout time.Duration
-	// HTTP is the client used; default one with keep-alive sized for 256
-	// concurrent requests per node.
-	HTTP *http.Client
-	// NoRetry disables retries (for tools that record every attempt).
-	NoRetry bool
-	// AttemptTimeout bounds one attempt on one node, so a node that hangs
-	// (paused, partitioned) costs at most this before the next node is
-	// tried. Default Timeout/3, at least 500ms.
-	AttemptTimeout time.Duration
-	// WriteRetryWindow bounds how long a write is retried under its
-	// request id, from its first attempt, whatever Timeout says: a node
-	// remembers a request id for a bounded time, and a retry after that
-	// could apply the write again. Default and maximum
-	// MaxWriteRetryWindow.
-	WriteRetryWindow time.Duration
-}
-
-// MaxWriteRetryWindow is the longest a write is retried (see
-// Options.WriteRetryWindow). A node keeps a write's dedup record at least
-// 105 s after its first attempt (with the default dedup TTL of 2
-// minutes); this window and the node's own (30 s) stay well inside it.
-const MaxWriteRetryWindow = 30 * time.Second
-
 // Client talks to a Cairn cluster.
 type Client struct {
 	eps  []string
@@ -86,10 +59,15 @@ type Client struct {
 	cur atomic.Uint64
 }
 
-// New returns a client of the nodes at endpoints (base URLs).
+// New returns a client of the nodes at endpoints (base URLs); it fills
+// opts's defaults and validates them first.
 func New(endpoints []string, opts Options) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, errors.New("cairn: no endpoints")
+	}
+	opts = opts.EnsureDefaults()
+	if err := opts.Validate(); err != nil {
+		return nil, err
 	}
 	c := &Client{opts: opts}
 	for _, e := range endpoints {
@@ -98,18 +76,6 @@ func New(endpoints []string, opts Options) (*Client, error) {
 			e = "http://" + e
 		}
 		c.eps = append(c.eps, e)
-	}
-	if c.opts.Timeout == 0 {
-		c.opts.Timeout = 5 * time.Second
-	}
-	if c.opts.WriteRetryWindow <= 0 || c.opts.WriteRetryWindow > MaxWriteRetryWindow {
-		c.opts.WriteRetryWindow = MaxWriteRetryWindow
-	}
-	if c.opts.AttemptTimeout == 0 {
-		c.opts.AttemptTimeout = max(c.opts.Timeout/3, 500*time.Millisecond)
-	}
-	if c.opts.HTTP == nil {
-		c.opts.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
 	}
 	return c, nil
 }

@@ -137,6 +137,13 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if o.pipeline < 1 {
 		return usageError{fmt.Errorf("--pipeline must be at least 1, got %d", o.pipeline)}
 	}
+	// The load model of every sweep point, checked before the preload.
+	stderr := cmd.ErrOrStderr()
+	runCfg := bench.RunConfig{Clients: levels[0], Conns: connsFor(o.conns, levels[0]), Total: o.total,
+		Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, Seed: o.seed, Progress: stderr, TTY: isTerminal(os.Stderr)}
+	if err := runCfg.EnsureDefaults().Validate(); err != nil {
+		return usageError{err}
+	}
 	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
 		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
@@ -145,7 +152,6 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	defer drv.Close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	stderr := cmd.ErrOrStderr()
 	res := &result.Result{Workload: o.workload, Target: o.target, TargetKind: bench.TargetKind(o.target),
 		Machine: result.ThisMachine(version), StartedAt: time.Now().UTC(), Approximations: wl.Approximations(), Label: o.label}
 	if res.Label == "" {
@@ -182,14 +188,14 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
-	tty := isTerminal(os.Stderr)
 	var best result.RunResult
 	for i, c := range levels {
 		if len(levels) > 1 {
 			fmt.Fprintf(stderr, "sweep %d/%d: %d clients\n", i+1, len(levels), c)
 		}
-		run, err := bench.Run(ctx, drv, wl, bench.RunConfig{Clients: c, Conns: connsFor(o.conns, c), Total: o.total,
-			Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, Seed: o.seed, Progress: stderr, TTY: tty})
+		rc := runCfg
+		rc.Clients, rc.Conns = c, connsFor(o.conns, c)
+		run, err := bench.Run(ctx, drv, wl, rc)
 		if err != nil {
 			return err
 		}

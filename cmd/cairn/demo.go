@@ -42,9 +42,6 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 			if o.httpPort < 1 || o.httpPort+o.nodes-1 > 65535 {
 				return usageError{fmt.Errorf("--http-port: nodes would use ports %d-%d", o.httpPort, o.httpPort+o.nodes-1)}
 			}
-			if o.replication == 0 {
-				o.replication = min(3, o.nodes)
-			}
 			if o.nodes < 1 || o.nodes > 64 {
 				return usageError{fmt.Errorf("--nodes must be in [1, 64]")}
 			}
@@ -260,7 +257,7 @@ func printEndpoints(w io.Writer, o demoOpts, c *launcher.Cluster) {
 	if shards == 0 {
 		shards = c.Size()
 	}
-	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, o.replication, o.dataDir)
+	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, c.Replication(), o.dataDir)
 	for id := 1; id <= c.Size(); id++ {
 		n := c.Node(id)
 		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.ID, n.HTTPAddr, n.PeerAddr)

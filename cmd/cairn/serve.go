@@ -19,17 +19,17 @@ var version = "dev"
 
 func newServeCmd() *cobra.Command {
 	var (
-		nodeID                   uint64
-		httpAddr, peerAddr       string
-		initialCluster, dataDir  string
-		shards, replication      int
-		requestTimeout, tick     time.Duration
-		maxKey, maxValue         int
-		maxInflight, groupWrites int
-		groupDelay               time.Duration
-		cacheSize                int64
-		unsafeNoSync             bool
-		faultInjection           bool
+		nodeID                             uint64
+		httpAddr, peerAddr                 string
+		initialCluster, dataDir            string
+		shards, replication                int
+		requestTimeout, tick               time.Duration
+		maxKey, maxValue                   int
+		maxInflight, groupWrites, maxConns int
+		groupDelay                         time.Duration
+		cacheSize                          int64
+		unsafeNoSync                       bool
+		faultInjection                     bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -57,7 +57,7 @@ func newServeCmd() *cobra.Command {
 				NodeID: nodeID, HTTPAddr: httpAddr, PeerAddr: peerAddr, InitialCluster: peers,
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
-				MaxInflight: maxInflight, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
+				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 			})
@@ -84,6 +84,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&maxKey, "max-key-size", 4096, "largest key in bytes (400 above)")
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
+	f.IntVar(&maxConns, "max-conns", 4096, "HTTP/1.1 client connections served at once (503 and close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")

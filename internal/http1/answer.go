@@ -2,7 +2,6 @@ package http1
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -30,7 +29,14 @@ func ReadStatus(br *bufio.Reader) (status int, last bool, err error) {
 			return 0, false, fmt.Errorf("malformed status line %q", truncate(line))
 		}
 		minor := int(line[7] - '0')
-		f, closeConn, err := lr.answerFraming(minor)
+		fr := framer{minor: minor}
+		if err := lr.readHeader(nil, &fr); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, false, err
+		}
+		f, closeConn, err := fr.result()
 		if err != nil {
 			return 0, false, err
 		}
@@ -42,10 +48,7 @@ func ReadStatus(br *bufio.Reader) (status int, last bool, err error) {
 		}
 		switch {
 		case f.chunked:
-			_, over, err := readChunked(br, maxResponseBody)
-			if err == nil && over {
-				err = fmt.Errorf("answer body over %d bytes", maxResponseBody)
-			}
+			_, _, err := readBody(br, f, maxResponseBody, nil)
 			return status, closeConn, err
 		case f.length < 0:
 			// Delimited by the connection's end.
@@ -60,66 +63,4 @@ func ReadStatus(br *bufio.Reader) (status int, last bool, err error) {
 		}
 		return status, closeConn, nil
 	}
-}
-
-// answerFraming reads an answer's header fields up to the empty line,
-// keeping only its body's framing (with framing's rules) and whether it
-// closes the connection (wantsClose's); other fields are only checked for
-// form.
-func (lr *lineReader) answerFraming(minor int) (f bodyFraming, closeConn bool, err error) {
-	f.length = -1
-	keepAlive := minor >= 1
-	var te, cl bool
-	for n := 0; ; n++ {
-		l, err := lr.line()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return f, false, err
-		}
-		if len(l) == 0 {
-			break
-		}
-		if n == maxHeaderLines {
-			return f, false, protoErr(http.StatusRequestHeaderFieldsTooLarge, "more than %d header fields", maxHeaderLines)
-		}
-		colon := bytes.IndexByte(l, ':')
-		if colon <= 0 || !isToken(l[:colon]) {
-			return f, false, protoErr(http.StatusBadRequest, "malformed header line %q", truncate(l))
-		}
-		name, value := l[:colon], bytes.TrimFunc(l[colon+1:], isOWS)
-		switch {
-		case bytes.EqualFold(name, []byte("Content-Length")):
-			n, err := parseLength(string(value))
-			if err != nil {
-				return f, false, err
-			}
-			if cl && n != f.length {
-				return f, false, protoErr(http.StatusBadRequest, "differing Content-Length values")
-			}
-			cl, f.length = true, n
-		case bytes.EqualFold(name, []byte("Transfer-Encoding")):
-			if te || !bytes.EqualFold(value, []byte("chunked")) {
-				return f, false, protoErr(http.StatusNotImplemented, "unsupported Transfer-Encoding %q", truncate(value))
-			}
-			te = true
-		case bytes.EqualFold(name, []byte("Connection")):
-			for _, tok := range bytes.Split(value, []byte(",")) {
-				switch tok = bytes.TrimFunc(tok, isOWS); {
-				case bytes.EqualFold(tok, []byte("close")):
-					closeConn = true
-				case bytes.EqualFold(tok, []byte("keep-alive")):
-					keepAlive = true
-				}
-			}
-		}
-	}
-	if te && cl {
-		return f, false, protoErr(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
-	}
-	if te {
-		f.chunked, f.length = true, -1
-	}
-	return f, closeConn || !keepAlive, nil
 }

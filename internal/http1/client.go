@@ -283,7 +283,8 @@ func readResponse(br *bufio.Reader, cl *call) error {
 			return err
 		}
 		h := make(http.Header, 8)
-		if err := lr.readHeader(h); err != nil {
+		fr := framer{minor: int(line[7] - '0')}
+		if err := lr.readHeader(h, &fr); err != nil {
 			return err
 		}
 		if status >= 100 && status < 200 {
@@ -293,7 +294,7 @@ func readResponse(br *bufio.Reader, cl *call) error {
 		if cl.head || status == http.StatusNoContent || status == http.StatusNotModified {
 			return nil
 		}
-		f, err := framing(h)
+		f, _, err := fr.result()
 		if err != nil {
 			return err
 		}
@@ -306,10 +307,10 @@ func readResponse(br *bufio.Reader, cl *call) error {
 			}
 			return err
 		}
-		body, over, err := readBody(br, f, maxResponseBody)
-		if over {
-			return fmt.Errorf("answer body over %d bytes", maxResponseBody)
+		if f.length > maxResponseBody {
+			return fmt.Errorf("%w: answer body of %d bytes (limit %d)", ErrBodyTooLarge, f.length, maxResponseBody)
 		}
+		body, _, err := readBody(br, f, maxResponseBody, nil)
 		cl.resp.Body = body
 		return err
 	}

@@ -17,5 +17,53 @@
 // issue requests at once; they are written back to back and their answers
 // matched in order.
 //
+// # Limits
+//
+// Every resource a client can make the server hold is bounded (defaults in
+// brackets; the Server fields of the same names set them):
+//
+//   - MaxConns [4096]: HTTP/1 connections served at once; one more is
+//     answered 503 with Retry-After and closed.
+//   - ReadHeaderTimeout [10 s]: a request's line and header fields must
+//     arrive within it, counted from their first byte (for a new
+//     connection, from the accept, which also covers sniffing the HTTP/2
+//     preface). A client that sends a few bytes and stops (slowloris) is
+//     closed after it. IdleTimeout [2 min] bounds the wait for the next
+//     request's first byte and for each body.
+//   - MaxHeaderBytes [64 KiB] and 256 fields: beyond them, 431.
+//   - MaxBodyBytes [8 MiB]: a Content-Length above it is left unread (the
+//     handler answers, the connection closes); a chunked body is answered
+//     413 by the server as soon as a chunk passes it.
+//   - BodyBudget [256 MiB]: request body bytes held across all
+//     connections, from the first byte read until the request's handler
+//     returns. Bodies are allocated as their bytes arrive (doubling from
+//     16 KiB), never from the announced length. A body that would pass the
+//     budget gets 503 with Retry-After and its connection is closed.
+//   - MaxPipeline [128]: requests of one connection read and not yet
+//     answered.
+//   - MaxAnswerBytes [16 MiB]: answer bytes of one connection produced by
+//     handlers and not yet written. While the unwritten answers, plus the
+//     running handlers counted at the size of the connection's recent
+//     answers (a sixteenth of the bound before its first answer), reach
+//     it, the server starts no handler and reads no request of that
+//     connection. A connection's first burst of requests can thus run
+//     16 handlers whatever their answers' size.
+//   - WriteTimeout [30 s]: one write of answers to the socket; a client
+//     that reads nothing for that long has its connection closed and its
+//     answers dropped.
+//
+// # Parsing
+//
+// The request parser (readHead, readBody) is checked against net/http's
+// http.ReadRequest by FuzzParseDifferential: it never accepts what
+// net/http refuses and frames every body as net/http does (same length,
+// same bytes, same end). It is stricter in the cases the test lists:
+// Transfer-Encoding with Content-Length, Transfer-Encoding in HTTP/1.0,
+// obs-fold, a missing Host, header fields that are not tokens, header
+// size limits, trailer lines not ending in CRLF, an Expect other than
+// 100-continue, versions other than HTTP/1.x, CONNECT (501: no tunnels).
+// Chunk lines must end in CRLF; a repeated Content-Length must repeat the
+// same text; empty lines before a request are refused.
+//
 // Safe for concurrent use: Server.Serve/Shutdown, Conn.Do.
 package http1

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/textproto"
-	"strconv"
 	"strings"
 )
 
@@ -17,9 +16,14 @@ import (
 type ProtocolError struct {
 	Status int
 	Msg    string
+	// Err, if set, is the sentinel error the message stands for
+	// (ErrBodyTooLarge, ErrBodyBudget).
+	Err error
 }
 
 func (e *ProtocolError) Error() string { return "http1: " + e.Msg }
+
+func (e *ProtocolError) Unwrap() error { return e.Err }
 
 func protoErr(status int, format string, args ...any) error {
 	return &ProtocolError{Status: status, Msg: fmt.Sprintf(format, args...)}
@@ -55,8 +59,9 @@ func (lr *lineReader) line() ([]byte, error) {
 	return l, nil
 }
 
-// readHeader reads header fields up to the empty line into h.
-func (lr *lineReader) readHeader(h http.Header) error {
+// readHeader reads header fields up to the empty line into h (nil: only
+// check their form), handing each to fr (nil: none).
+func (lr *lineReader) readHeader(h http.Header, fr *framer) error {
 	for n := 0; ; n++ {
 		l, err := lr.line()
 		if err != nil {
@@ -83,11 +88,18 @@ func (lr *lineReader) readHeader(h http.Header) error {
 			return protoErr(http.StatusBadRequest, "invalid header name %q", truncate(name))
 		}
 		value := bytes.TrimFunc(l[colon+1:], isOWS)
-		if bytes.ContainsAny(value, "\x00\r\n") {
+		if !validValue(value) {
 			return protoErr(http.StatusBadRequest, "invalid character in header %q", name)
 		}
-		key := canonicalKey(name)
-		h[key] = append(h[key], string(value))
+		if fr != nil {
+			if err := fr.field(name, value); err != nil {
+				return err
+			}
+		}
+		if h != nil {
+			key := canonicalKey(name)
+			h[key] = append(h[key], string(value))
+		}
 	}
 }
 
@@ -147,143 +159,14 @@ var tokenChars = func() (t [128]bool) {
 	return t
 }()
 
-// bodyFraming is how a message's body is delimited.
-type bodyFraming struct {
-	length  int64 // -1: not given
-	chunked bool
-}
-
-// framing reads Content-Length and Transfer-Encoding. Both together are
-// refused (a request smuggling vector); so are differing lengths and
-// transfer codings other than chunked.
-func framing(h http.Header) (bodyFraming, error) {
-	f := bodyFraming{length: -1}
-	if te, ok := h["Transfer-Encoding"]; ok {
-		if len(te) != 1 || !strings.EqualFold(strings.TrimSpace(te[0]), "chunked") {
-			return f, protoErr(http.StatusNotImplemented, "unsupported Transfer-Encoding %q", strings.Join(te, ", "))
-		}
-		if _, ok := h["Content-Length"]; ok {
-			return f, protoErr(http.StatusBadRequest, "both Transfer-Encoding and Content-Length")
-		}
-		f.chunked = true
-		return f, nil
-	}
-	cl := h["Content-Length"]
-	for _, v := range cl {
-		n, err := parseLength(v)
-		if err != nil {
-			return f, err
-		}
-		if f.length >= 0 && n != f.length {
-			return f, protoErr(http.StatusBadRequest, "differing Content-Length values")
-		}
-		f.length = n
-	}
-	return f, nil
-}
-
-func parseLength(s string) (int64, error) {
-	s = strings.TrimSpace(s)
-	if s == "" || len(s) > 18 {
-		return 0, protoErr(http.StatusBadRequest, "bad Content-Length %q", s)
-	}
-	var n int64
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, protoErr(http.StatusBadRequest, "bad Content-Length %q", s)
-		}
-		n = n*10 + int64(c-'0')
-	}
-	return n, nil
-}
-
-// readBody reads a body of the given framing, at most limit bytes of it.
-// over is true when the body is longer than limit (then only limit+1 bytes
-// were read and the rest is still on the connection).
-func readBody(br *bufio.Reader, f bodyFraming, limit int64) (body []byte, over bool, err error) {
-	switch {
-	case f.chunked:
-		return readChunked(br, limit)
-	case f.length <= 0:
-		return nil, false, nil
-	case f.length > limit:
-		return nil, true, nil
-	}
-	body = make([]byte, f.length)
-	if _, err := io.ReadFull(br, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
-		}
-		return nil, false, err
-	}
-	return body, false, nil
-}
-
-// readChunked decodes a chunked body (RFC 9112 §7.1), ignoring chunk
-// extensions and trailer fields.
-func readChunked(br *bufio.Reader, limit int64) ([]byte, bool, error) {
-	lr := &lineReader{br: br, budget: 64 << 10}
-	var body []byte
-	for {
-		l, err := lr.line()
-		if err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return nil, false, err
-		}
-		if i := bytes.IndexByte(l, ';'); i >= 0 {
-			l = l[:i]
-		}
-		l = bytes.TrimRight(l, " \t")
-		size, err := strconv.ParseUint(string(l), 16, 62)
-		if err != nil || len(l) == 0 {
-			return nil, false, protoErr(http.StatusBadRequest, "bad chunk size %q", truncate(l))
-		}
-		if size == 0 {
-			// Trailer fields up to the empty line.
-			if err := lr.readHeader(http.Header{}); err != nil {
-				return nil, false, err
-			}
-			return body, false, nil
-		}
-		if int64(len(body))+int64(size) > limit {
-			return nil, true, nil
-		}
-		start := len(body)
-		body = append(body, make([]byte, size)...)
-		if _, err := io.ReadFull(br, body[start:]); err != nil {
-			return nil, false, io.ErrUnexpectedEOF
-		}
-		crlf, err := lr.line()
-		if err != nil || len(crlf) != 0 {
-			return nil, false, protoErr(http.StatusBadRequest, "chunk not followed by CRLF")
+// validValue reports whether v is a header field value of visible
+// characters, spaces, tabs and obs-text (RFC 9110 §5.5): no control
+// characters.
+func validValue(v []byte) bool {
+	for _, c := range v {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
 		}
 	}
-}
-
-// wantsClose reports whether a message's Connection header (and protocol
-// version) asks to close the connection after it.
-func wantsClose(h http.Header, minor int) bool {
-	keepAlive := minor >= 1
-	for _, v := range h["Connection"] {
-		for _, tok := range strings.Split(v, ",") {
-			switch strings.ToLower(strings.TrimSpace(tok)) {
-			case "close":
-				return true
-			case "keep-alive":
-				keepAlive = true
-			}
-		}
-	}
-	return !keepAlive
-}
-
-// parseVersion parses "HTTP/1.x".
-func parseVersion(v []byte) (minor int, ok bool) {
-	if len(v) != 8 || string(v[:7]) != "HTTP/1." || v[7] < '0' || v[7] > '9' {
-		return 0, false
-	}
-	return int(v[7] - '0'), true
+	return true
 }

@@ -209,6 +209,13 @@ func TestMalformedRequests(t *testing.T) {
 		"folding":            {"GET / HTTP/1.1\r\nHost: x\r\nX-A: 1\r\n  2\r\n\r\n", 400},
 		"space before colon": {"GET / HTTP/1.1\r\nHost : x\r\n\r\n", 400},
 		"bad chunk":          {"PUT / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400},
+		"bare LF chunk line": {"PUT / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n\n0\r\n\r\n", 400},
+		"chunk size bare LF": {"PUT / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n", 400},
+		"leading empty line": {"\r\nGET / HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		"lengths as written": {"PUT / HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 03\r\n\r\nabc", 400},
+		"control in value":   {"GET / HTTP/1.1\r\nHost: x\r\nX-A: a\x01b\r\n\r\n", 400},
+		"TE in HTTP/1.0":     {"PUT / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 400},
+		"connect":            {"CONNECT A:A HTTP/1.1\r\nHost: A:A\r\n\r\n", 501},
 		"expect other":       {"PUT / HTTP/1.1\r\nHost: x\r\nExpect: something\r\nContent-Length: 1\r\n\r\nx", 417},
 		"header too large":   {"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + strings.Repeat("a", 70<<10) + "\r\n\r\n", 431},
 		"bad target":         {"GET nopath HTTP/1.1\r\nHost: x\r\n\r\n", 400},
@@ -250,10 +257,22 @@ func TestBodyOverLimit(t *testing.T) {
 	if r.Status != 413 || r.Header.Get("Connection") != "close" {
 		t.Fatalf("got %d %v", r.Status, r.Header)
 	}
-	// A chunked body over the limit: the handler's read fails past it.
-	_, br = raw(t, addr, "PUT /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n20\r\n"+strings.Repeat("y", 32)+"\r\n0\r\n\r\n")
-	if r := mustAnswer(t, br); r.Status != 200 || len(r.Body) != len("PUT /big ")+11 || r.Header.Get("Connection") != "close" {
+}
+
+// A chunked body over the limit is answered 413 by the server as soon as
+// a chunk passes it, without calling the handler (which would read a
+// made-up body of the limit's size) and without reading further.
+func TestChunkedBodyOverLimitRefused(t *testing.T) {
+	var calls atomic.Int32
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { calls.Add(1); echo(w, r) })
+	addr := start(t, &Server{Handler: h, MaxBodyBytes: 10})
+	c, br := raw(t, addr, "PUT /big HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n8\r\n"+strings.Repeat("y", 8)+"\r\n20\r\n")
+	go io.WriteString(c, strings.Repeat("y", 32)+"\r\n0\r\n\r\n") // the client goes on sending
+	if r := mustAnswer(t, br); r.Status != 413 || r.Header.Get("Connection") != "close" {
 		t.Fatalf("chunked over the limit: %d %q %v", r.Status, r.Body, r.Header)
+	}
+	if n := calls.Load(); n != 0 {
+		t.Fatalf("handler called %d times for a chunked body over the limit", n)
 	}
 }
 

@@ -121,7 +121,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 	for pid := range c.dirs {
 		peers[pid] = fmt.Sprint("mem-", pid)
 	}
-	a.coord = kv.New(kv.Config{
+	a.coord = mustCoordinator(c.t, kv.Config{
 		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
 		Engine: eng, Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
 	})
@@ -453,7 +453,7 @@ func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 	})
 	follower := leader%3 + 1
 	lossy := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil)}
-	coord := kv.New(kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
+	coord := mustCoordinator(t, kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
 		Engine: c.nodes[follower].eng, Transport: lossy, DefaultTimeout: 5 * time.Second})
 	k := []byte("created-once")
 	// Ack 3/3: the leader must see every follower's progress, so the write
@@ -542,7 +542,7 @@ func TestFollowerWriteThroughRaft(t *testing.T) {
 		return nil
 	})
 	counting := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil), failed: true}
-	coord := kv.New(kv.Config{NodeID: follower, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
+	coord := mustCoordinator(t, kv.Config{NodeID: follower, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
 		Engine: c.nodes[follower].eng, Transport: counting, DefaultTimeout: 5 * time.Second})
 
 	v1, created, err := coord.Put(ctx5(t), []byte("a"), []byte("1"), kv.WriteOptions{Cond: kv.CondIfAbsent})
@@ -593,4 +593,14 @@ func TestFollowerWriteThroughRaft(t *testing.T) {
 	if c.nodes[leader].ad.dropReads.Load() > 0 {
 		t.Fatal("the read index request was not dropped")
 	}
+}
+
+// mustCoordinator is kv.New, failing the test on an invalid config.
+func mustCoordinator(t testing.TB, cfg kv.Config) *kv.Coordinator {
+	t.Helper()
+	c, err := kv.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -61,21 +61,47 @@ type Coordinator struct {
 	}
 }
 
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
+	if c.DefaultTimeout == 0 {
+		c.DefaultTimeout = 5 * time.Second
+	}
+	if c.RetryWindow == 0 {
+		c.RetryWindow = MaxRetryWindow
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("kv: Config.NodeID is required")
+	case c.Replication < 1:
+		return fmt.Errorf("kv: Replication %d: want at least 1", c.Replication)
+	case len(c.Map.Shards) == 0:
+		return errors.New("kv: Config.Map has no shard")
+	case c.DefaultTimeout < 0:
+		return fmt.Errorf("kv: DefaultTimeout %s: want a positive duration", c.DefaultTimeout)
+	case c.RetryWindow < 0 || c.RetryWindow > MaxRetryWindow:
+		return fmt.Errorf("kv: RetryWindow %s: want at most %s (kept inside the dedup retention)", c.RetryWindow, MaxRetryWindow)
+	}
+	return nil
+}
+
 // New returns a coordinator.
-func New(cfg Config) *Coordinator {
-	if cfg.DefaultTimeout == 0 {
-		cfg.DefaultTimeout = 5 * time.Second
-	}
-	if cfg.RetryWindow <= 0 || cfg.RetryWindow > MaxRetryWindow {
-		cfg.RetryWindow = MaxRetryWindow
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+func New(cfg Config) (*Coordinator, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c := &Coordinator{cfg: cfg, started: time.Now()}
 	c.mu.leaders = map[uint64]uint64{}
 	c.mu.httpAddrs = map[uint64]string{}
-	return c
+	return c, nil
 }
 
 // ReplicationFactor is the cluster's replication factor.

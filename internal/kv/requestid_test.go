@@ -3,6 +3,7 @@ package kv
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/cairn-db/cairn/internal/shard"
 	"sync"
 	"testing"
 )
@@ -10,7 +11,14 @@ import (
 // Generated request ids are unique and ordered by their time part even
 // when the clock stands still or goes back, and under concurrent writers.
 func TestNewRequestIDOrderedAndUnique(t *testing.T) {
-	c := New(Config{})
+	m, err := shard.Bootstrap([]uint64{1}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{NodeID: 1, Replication: 1, Map: m})
+	if err != nil {
+		t.Fatal(err)
+	}
 	var prev []byte
 	for i, now := range []int64{1000, 1000, 999, 5000, 4000, 5001} {
 		id := c.newRequestID(now)

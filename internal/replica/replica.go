@@ -87,7 +87,10 @@ type Config struct {
 	PendingWrites *atomic.Int64
 }
 
-func (c Config) withDefaults() Config {
+// EnsureDefaults returns c with its zero tuning fields set to their
+// defaults (the identity fields — NodeID, Desc, Engine, Send, Enqueue —
+// have none).
+func (c Config) EnsureDefaults() Config {
 	if c.ElectionTick == 0 {
 		c.ElectionTick = 10
 	}
@@ -116,6 +119,27 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("replica: Config.NodeID is required")
+	case c.Desc.ID == 0:
+		return errors.New("replica: Config.Desc names no shard")
+	case !c.Desc.HasReplica(c.NodeID):
+		return fmt.Errorf("replica: node %d is not a replica of shard %d (%v)", c.NodeID, c.Desc.ID, c.Desc.Replicas)
+	case c.Engine == nil:
+		return errors.New("replica: Config.Engine is required")
+	case c.HeartbeatTick <= 0 || c.ElectionTick <= c.HeartbeatTick:
+		return fmt.Errorf("replica: ElectionTick %d and HeartbeatTick %d: want 0 < heartbeat < election", c.ElectionTick, c.HeartbeatTick)
+	case c.MaxPending < 0:
+		return fmt.Errorf("replica: MaxPending %d: want a positive bound", c.MaxPending)
+	case c.DedupTTL < 0:
+		return fmt.Errorf("replica: DedupTTL %s: want a positive duration", c.DedupTTL)
+	}
+	return nil
 }
 
 // processStart anchors the default Clock.
@@ -176,7 +200,10 @@ type Replica struct {
 
 // Open opens (bootstrapping if new and bootstrap is set) the replica.
 func Open(cfg Config, bootstrap bool) (*Replica, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	r := &Replica{cfg: cfg, id: cfg.Desc.ID, start: cfg.Desc.Start, end: cfg.Desc.End}
 	ok, err := raftlog.Exists(cfg.Engine, r.id)
 	if err != nil {

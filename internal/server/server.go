@@ -43,6 +43,9 @@ type Config struct {
 	MaxKeySize     int
 	MaxValueSize   int
 	MaxInflight    int
+	// MaxConns bounds the HTTP/1 client connections served at once (503
+	// and close beyond). 0: 4096 (internal/http1's default).
+	MaxConns int
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
 	// UnsafeNoSync disables fsync: acknowledged writes can be lost.
@@ -133,10 +136,45 @@ func (f faults) DiskStall(d time.Duration) {
 	f.s.eng.SetCommitDelay(d)
 }
 
+// EnsureDefaults returns c with its zero fields set to their defaults.
+// The limits and timings left at zero take their components' defaults
+// (internal/api/http, internal/store, internal/storage).
+func (c Config) EnsureDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.GroupCommitDelay > 0 && c.GroupCommitWrites == 0 {
+		c.GroupCommitWrites = 256
+	}
+	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("server: the node id is required (a positive integer)")
+	case c.DataDir == "":
+		return errors.New("server: a data dir is required")
+	case c.HTTPAddr == "":
+		return errors.New("server: an HTTP address is required")
+	case c.Replication < 1:
+		return fmt.Errorf("server: replication %d: want at least 1", c.Replication)
+	case c.Shards < 0:
+		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
+	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
+		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
+	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
+		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
+	}
+	return nil
+}
+
 // New opens the node's data and builds every component; Start serves.
 func New(cfg Config) (*Server, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	log := cfg.Logger.With("node", cfg.NodeID)
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -247,11 +285,13 @@ func (s *Server) build() error {
 		nodeTr = s.faulty
 	}
 	st.SetTransport(nodeTr)
-	s.coord = kv.New(kv.Config{
+	if s.coord, err = kv.New(kv.Config{
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
 		Replication: id.Replication, Map: id.Map, Store: st, Engine: s.eng, Transport: nodeTr,
 		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log,
-	})
+	}); err != nil {
+		return err
+	}
 	h.coord = s.coord
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
@@ -263,7 +303,10 @@ func (s *Server) build() error {
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
 	}
-	api := httpapi.New(s.coord, acfg)
+	api, err := httpapi.New(s.coord, acfg)
+	if err != nil {
+		return err
+	}
 	s.lis, err = net.Listen("tcp", cfg.HTTPAddr)
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
@@ -279,6 +322,7 @@ func (s *Server) build() error {
 		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
 		MaxPipeline:       h1Pipeline,
+		MaxConns:          cfg.MaxConns,
 		MaxBodyBytes:      int64(acfg.MaxValueSize),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"testing"
@@ -129,11 +130,20 @@ func TestSnapshotOverGRPCInChunks(t *testing.T) {
 		k := []byte(fmt.Sprint("k", i))
 		copy(value, k)
 		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), Op: wire.OpPut, Key: k, Value: value}
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := lead.st.Replica(1).ProposeEncoded(ctx, cmd.RequestID, k, cmd.Marshal())
-		cancel()
-		if err != nil {
-			t.Fatal(err)
+		// A leadership change (a loaded machine can miss heartbeats)
+		// fails the proposal with NotLeader: find the leader and retry
+		// under the same request id, which applies it once.
+		for attempt := 0; ; attempt++ {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err := lead.st.Replica(1).ProposeEncoded(ctx, cmd.RequestID, k, cmd.Marshal())
+			cancel()
+			if err == nil {
+				break
+			}
+			if !errors.Is(err, replica.ErrNotLeader) || attempt == 10 {
+				t.Fatal(err)
+			}
+			lead = c.leader()
 		}
 	}
 	if first, _ := lead.st.Replica(1).LogBounds(); first <= raftlog.InitIndex+1 {

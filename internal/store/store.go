@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand"
@@ -47,7 +48,8 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
 	if c.Workers == 0 {
 		c.Workers = 8
 	}
@@ -70,6 +72,23 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("store: Config.NodeID is required")
+	case c.Engine == nil:
+		return errors.New("store: Config.Engine is required")
+	case c.Workers < 1:
+		return fmt.Errorf("store: Workers %d: want at least 1", c.Workers)
+	case c.TickInterval <= 0:
+		return fmt.Errorf("store: TickInterval %s: want a positive duration", c.TickInterval)
+	case c.MaxSnapshots < 1:
+		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
+	}
+	return nil
 }
 
 // Store is all replicas of one node.
@@ -97,7 +116,10 @@ type Store struct {
 // New opens every local replica of the map. bootstrap allows creating the
 // state of replicas that have none (a new cluster).
 func New(cfg Config, bootstrap bool) (*Store, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	s := &Store{cfg: cfg, replicas: map[uint64]*replica.Replica{}, snapSem: make(chan struct{}, cfg.MaxSnapshots),
 		moved: map[uint64]time.Time{}, refused: map[uint64]time.Time{}}
 	s.ctx, s.cancel = context.WithCancel(context.Background())

@@ -43,7 +43,8 @@ type Config struct {
 	Logger               *slog.Logger
 }
 
-func (c Config) withDefaults() Config {
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
 	if c.QueueLen == 0 {
 		c.QueueLen = 1024
 	}
@@ -57,6 +58,25 @@ func (c Config) withDefaults() Config {
 		c.Logger = slog.Default()
 	}
 	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.NodeID == 0:
+		return errors.New("transport: Config.NodeID is required")
+	case c.Listener == nil && c.ListenAddr == "":
+		return errors.New("transport: Config.ListenAddr or Listener is required")
+	case c.Handler == nil:
+		return errors.New("transport: Config.Handler is required")
+	case c.QueueLen < 1:
+		return fmt.Errorf("transport: QueueLen %d: want at least 1", c.QueueLen)
+	case c.MaxSnapshotBytes < 1:
+		return fmt.Errorf("transport: MaxSnapshotBytes %d: want a positive bound", c.MaxSnapshotBytes)
+	case c.MaxIncomingSnapshots < 1:
+		return fmt.Errorf("transport: MaxIncomingSnapshots %d: want at least 1", c.MaxIncomingSnapshots)
+	}
+	return nil
 }
 
 // GRPC is the real transport.
@@ -83,7 +103,10 @@ type peer struct {
 
 // NewGRPC listens and starts one sender goroutine per peer.
 func NewGRPC(cfg Config) (*GRPC, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	lis := cfg.Listener
 	if lis == nil {
 		var err error

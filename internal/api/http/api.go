@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -47,17 +48,18 @@ type Config struct {
 	MaxScans int
 }
 
-func (c Config) withDefaults() Config {
-	if c.MaxKeySize <= 0 {
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c Config) EnsureDefaults() Config {
+	if c.MaxKeySize == 0 {
 		c.MaxKeySize = 4096
 	}
-	if c.MaxValueSize <= 0 {
+	if c.MaxValueSize == 0 {
 		c.MaxValueSize = 8 << 20
 	}
-	if c.RequestTimeout <= 0 {
+	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 5 * time.Second
 	}
-	if c.MaxInflight <= 0 {
+	if c.MaxInflight == 0 {
 		c.MaxInflight = 4096
 	}
 	if c.Logger == nil {
@@ -66,7 +68,7 @@ func (c Config) withDefaults() Config {
 	if c.Stopping == nil {
 		c.Stopping = context.Background()
 	}
-	if c.MaxScans <= 0 {
+	if c.MaxScans == 0 {
 		c.MaxScans = 1
 	}
 	if c.Registerer == nil || c.Gatherer == nil {
@@ -74,6 +76,23 @@ func (c Config) withDefaults() Config {
 		c.Registerer, c.Gatherer = reg, reg
 	}
 	return c
+}
+
+// Validate reports the first field of a filled Config out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.MaxKeySize < 1:
+		return fmt.Errorf("httpapi: MaxKeySize %d: want at least 1 byte", c.MaxKeySize)
+	case c.MaxValueSize < 0:
+		return fmt.Errorf("httpapi: MaxValueSize %d: want 0 bytes or more", c.MaxValueSize)
+	case c.RequestTimeout < 0:
+		return fmt.Errorf("httpapi: RequestTimeout %s: want a positive duration", c.RequestTimeout)
+	case c.MaxInflight < 1:
+		return fmt.Errorf("httpapi: MaxInflight %d: want at least 1", c.MaxInflight)
+	case c.MaxScans < 1:
+		return fmt.Errorf("httpapi: MaxScans %d: want at least 1", c.MaxScans)
+	}
+	return nil
 }
 
 type api struct {
@@ -87,8 +106,11 @@ type api struct {
 }
 
 // New returns the API handler.
-func New(b Backend, cfg Config) http.Handler {
-	cfg = cfg.withDefaults()
+func New(b Backend, cfg Config) (http.Handler, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
 	a := &api{b: b, cfg: cfg, sem: make(chan struct{}, cfg.MaxInflight), m: newMetrics(cfg.Registerer),
 		scans: make(chan struct{}, cfg.MaxScans), profiles: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
@@ -116,7 +138,7 @@ func New(b Backend, cfg Config) http.Handler {
 		default:
 			mux.ServeHTTP(w, r)
 		}
-	})
+	}), nil
 }
 
 // cleanPath reports whether p has no empty, "." or ".." segment, so

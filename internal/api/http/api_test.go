@@ -46,7 +46,7 @@ func errCode(t *testing.T, r resp) string {
 
 func TestV0EntityCRUD(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{})
+	h := mustNew(t, f, Config{})
 	if r := do(t, h, "GET", "/v0/status", nil, nil); r.code != 200 {
 		t.Fatalf("status: %d", r.code)
 	}
@@ -77,7 +77,7 @@ func TestV0EntityCRUD(t *testing.T) {
 
 func TestV0BadInputChangesNothing(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{MaxKeySize: 16})
+	h := mustNew(t, f, Config{MaxKeySize: 16})
 	do(t, h, "PUT", "/v0/entity?id=k", strings.NewReader("orig"), nil)
 	before := f.writeCount()
 	bad := []string{
@@ -109,7 +109,7 @@ func TestV0BadInputChangesNothing(t *testing.T) {
 
 func TestValueLimit(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{MaxValueSize: 10})
+	h := mustNew(t, f, Config{MaxValueSize: 10})
 	if r := do(t, h, "PUT", "/v1/kv/k", strings.NewReader(strings.Repeat("x", 10)), nil); r.code != 201 {
 		t.Fatalf("value at the limit: %d", r.code)
 	}
@@ -132,7 +132,7 @@ func TestValueLimit(t *testing.T) {
 
 func TestV1ConditionalAndETag(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{})
+	h := mustNew(t, f, Config{})
 	r := do(t, h, "PUT", "/v1/kv/a%2Fb", strings.NewReader("1"), map[string]string{"If-None-Match": "*"})
 	if r.code != 201 || r.h.Get("ETag") == "" {
 		t.Fatalf("create: %d etag %q", r.code, r.h.Get("ETag"))
@@ -204,7 +204,7 @@ func TestV1ConditionalAndETag(t *testing.T) {
 
 func TestConsistencyParameter(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{})
+	h := mustNew(t, f, Config{})
 	do(t, h, "PUT", "/v1/kv/k", strings.NewReader("v"), nil)
 	if r := do(t, h, "GET", "/v1/kv/k?consistency=serializable", nil, nil); r.code != 200 || f.lastR.Consistency != kv.Serializable {
 		t.Fatalf("serializable: %d %v", r.code, f.lastR.Consistency)
@@ -231,7 +231,7 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 	for _, c := range cases {
 		f := newFake()
 		f.err = c.err
-		h := New(f, Config{})
+		h := mustNew(t, f, Config{})
 		r := do(t, h, "PUT", "/v0/entity?id=k", strings.NewReader("v"), nil)
 		if r.code != c.code || errCode(t, r) != c.name {
 			t.Fatalf("%v: %d %s", c.err, r.code, r.body)
@@ -246,7 +246,7 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 // error, and nothing is written.
 func TestReusedRequestIDIsAConflict(t *testing.T) {
 	f := newFake()
-	h := New(f, Config{})
+	h := mustNew(t, f, Config{})
 	id := map[string]string{"Cairn-Request-Id": "r-1"}
 	if r := do(t, h, "PUT", "/v1/kv/alpha", strings.NewReader("a"), id); r.code != 201 {
 		t.Fatalf("first put: %d %s", r.code, r.body)
@@ -267,7 +267,7 @@ func TestInflightLimit(t *testing.T) {
 	f := newFake()
 	f.block = make(chan struct{})
 	f.entered = make(chan struct{}, 4)
-	h := New(f, Config{MaxInflight: 2, RequestTimeout: 10 * time.Second})
+	h := mustNew(t, f, Config{MaxInflight: 2, RequestTimeout: 10 * time.Second})
 	done := make(chan int, 2)
 	for i := 0; i < 2; i++ {
 		go func() { done <- do(t, h, "GET", "/v0/entity?id=k", nil, nil).code }()
@@ -293,14 +293,14 @@ func TestInflightLimit(t *testing.T) {
 func TestDeadlineGives504(t *testing.T) {
 	f := newFake()
 	f.block = make(chan struct{}) // never released: the request deadline ends the wait
-	h := New(f, Config{RequestTimeout: 50 * time.Millisecond})
+	h := mustNew(t, f, Config{RequestTimeout: 50 * time.Millisecond})
 	if r := do(t, h, "GET", "/v1/kv/k", nil, nil); r.code != 504 || errCode(t, r) != "timeout" {
 		t.Fatalf("blocked backend: %d %s", r.code, r.body)
 	}
 }
 
 func TestStatusClusterMetrics(t *testing.T) {
-	h := New(newFake(), Config{})
+	h := mustNew(t, newFake(), Config{})
 	r := do(t, h, "GET", "/v1/status", nil, nil)
 	var st kv.NodeStatus
 	if r.code != 200 || json.Unmarshal([]byte(r.body), &st) != nil || st.NodeID != 7 {
@@ -346,7 +346,7 @@ func TestCleanPathMatchesTheMux(t *testing.T) {
 }
 
 func TestUncleanKeyPathsStillGoThroughTheMux(t *testing.T) {
-	h := New(newFake(), Config{})
+	h := mustNew(t, newFake(), Config{})
 	// The mux redirects a path that cleaning changes; the fast route must
 	// not take it.
 	if r := do(t, h, "GET", "/v1/kv/a/../b", nil, nil); r.code/100 != 3 {
@@ -359,7 +359,7 @@ func TestUncleanKeyPathsStillGoThroughTheMux(t *testing.T) {
 
 func TestProtocolErrorsAreJSON(t *testing.T) {
 	for status, code := range map[int]string{400: "bad_request", 413: "value_too_large", 417: "expectation_failed",
-		431: "header_too_large", 501: "not_implemented", 505: "version_not_supported"} {
+		431: "header_too_large", 501: "not_implemented", 503: "overloaded", 505: "version_not_supported"} {
 		w := httptest.NewRecorder()
 		WriteProtocolError(w, status, "why")
 		if got := errCode(t, resp{w.Code, w.Header(), w.Body.String()}); w.Code != status || got != code {
@@ -372,7 +372,7 @@ func TestProtocolErrorsAreJSON(t *testing.T) {
 // request carries a shorter deadline (the HTTP/1.1 server gives every
 // request the request timeout).
 func TestProfileOutlivesRequestDeadline(t *testing.T) {
-	h := New(newFake(), Config{})
+	h := mustNew(t, newFake(), Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	req := httptest.NewRequest(http.MethodGet, "/debug/pprof/profile?seconds=1", nil).WithContext(ctx)
@@ -384,5 +384,37 @@ func TestProfileOutlivesRequestDeadline(t *testing.T) {
 	}
 	if w.Code != http.StatusOK || w.Body.Len() == 0 {
 		t.Fatalf("status %d, %d bytes", w.Code, w.Body.Len())
+	}
+}
+
+// mustNew is New, failing the test on an invalid config.
+func mustNew(t testing.TB, b Backend, cfg Config) http.Handler {
+	t.Helper()
+	h, err := New(b, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	c := Config{}.EnsureDefaults()
+	if c.MaxKeySize != 4096 || c.MaxValueSize != 8<<20 || c.RequestTimeout != 5*time.Second ||
+		c.MaxInflight != 4096 || c.MaxScans != 1 || c.Stopping == nil || c.Logger == nil || c.Registerer == nil {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for want, bad := range map[string]Config{
+		"MaxKeySize":     {MaxKeySize: -1},
+		"MaxValueSize":   {MaxValueSize: -1},
+		"RequestTimeout": {RequestTimeout: -1},
+		"MaxInflight":    {MaxInflight: -3},
+		"MaxScans":       {MaxScans: -1},
+	} {
+		if _, err := New(newFake(), bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
 	}
 }

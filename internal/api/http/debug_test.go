@@ -13,7 +13,7 @@ import (
 )
 
 func TestProfileSecondsBounded(t *testing.T) {
-	h := New(newFake(), Config{})
+	h := mustNew(t, newFake(), Config{})
 	for _, target := range []string{
 		"/debug/pprof/trace?seconds=100000", "/debug/pprof/trace?seconds=31",
 		"/debug/pprof/profile?seconds=61", "/debug/pprof/profile?seconds=-1",
@@ -31,7 +31,7 @@ func TestProfileSecondsBounded(t *testing.T) {
 
 // blockingRun is a long run that holds its token until its context ends.
 func blockingRun(cfg Config) (h http.Handler, started <-chan struct{}) {
-	a := &api{cfg: cfg.withDefaults(), profiles: make(chan struct{}, 1)}
+	a := &api{cfg: cfg.EnsureDefaults(), profiles: make(chan struct{}, 1)}
 	ch := make(chan struct{}, 1)
 	return a.profiling(func(w http.ResponseWriter, r *http.Request) {
 		ch <- struct{}{}
@@ -144,7 +144,7 @@ func (b *blockingHasher) ShardHashes() ([]kv.ShardHash, error) {
 
 func TestAdminScansBounded(t *testing.T) {
 	b := &blockingHasher{fakeBackend: newFake(), started: make(chan struct{}), release: make(chan struct{})}
-	h := New(b, Config{})
+	h := mustNew(t, b, Config{})
 	first := make(chan resp)
 	go func() { first <- do(t, h, "GET", "/v1/admin/hashes", nil, nil) }()
 	<-b.started

@@ -68,6 +68,7 @@ var protocolCodes = map[int]string{
 	http.StatusNotImplemented:              "not_implemented",
 	http.StatusHTTPVersionNotSupported:     "version_not_supported",
 	http.StatusInternalServerError:         "internal",
+	http.StatusServiceUnavailable:          "overloaded",
 }
 
 // WriteProtocolError answers a request the HTTP server could not parse

@@ -36,7 +36,7 @@ func FuzzHandler(f *testing.F) {
 		}
 		fb := newFake()
 		fb.data["k"] = fb.data["k"]
-		h := New(fb, Config{MaxKeySize: 64, MaxValueSize: 256, RequestTimeout: time.Second})
+		h := mustNew(t, fb, Config{MaxKeySize: 64, MaxValueSize: 256, RequestTimeout: time.Second})
 		u := &url.URL{Path: "/" + path, RawQuery: query}
 		req, err := http.NewRequest(method, u.String(), bytes.NewReader([]byte(body)))
 		if err != nil {

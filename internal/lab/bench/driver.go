@@ -32,42 +32,17 @@ type Driver interface {
 	Close() error
 }
 
-// DriverConfig configures a driver.
-type DriverConfig struct {
-	Target       string // http://h:p[,http://h:p…] or etcd://h:p[,h:p…]
-	Conns        int
-	Serializable bool
-	Replicas     string // v0 replicas=ACK/FROM for entity ops
-	// HTTP2 makes the Cairn driver speak HTTP/2 without TLS (h2c, prior
-	// knowledge), so each connection carries many requests at once, as
-	// etcd's gRPC connections do. Off: HTTP/1.1 with up to Pipeline
-	// requests in flight per connection.
-	HTTP2 bool
-	// Pipeline bounds the HTTP/1.1 requests in flight on one connection.
-	// Default 1: one at a time (what wrk and curl do).
-	Pipeline int
-	// Route: RouteLeader (default) sends each request to the node that
-	// leads its key's shard; RouteFixed pins connection i to node
-	// i mod n.
-	Route   string
-	Timeout time.Duration
-}
-
-// NewDriver picks the driver from the target's scheme.
+// NewDriver picks the driver from the target's scheme; it fills c's
+// defaults and validates it first.
 func NewDriver(c DriverConfig) (Driver, error) {
-	if c.Conns <= 0 {
-		c.Conns = 1
+	c = c.EnsureDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	switch {
-	case strings.HasPrefix(c.Target, "http://"):
-		return newHTTPDriver(c)
-	case strings.HasPrefix(c.Target, "etcd://"):
+	if strings.HasPrefix(c.Target, "etcd://") {
 		return newEtcdDriver(c)
 	}
-	return nil, fmt.Errorf("bench: --target must start with http:// (Cairn) or etcd://, got %q", c.Target)
+	return newHTTPDriver(c)
 }
 
 // TargetKind is "cairn" or "etcd".
@@ -117,18 +92,14 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 		d.bases = append(d.bases, "http://"+u.Host)
 	}
 	n := c.Conns
-	switch c.Route {
-	case "", RouteLeader:
+	if c.Route == RouteLeader {
 		d.rt = newRouter(d.bases, c.Timeout)
 		n = max(n, len(d.bases))
-	case RouteFixed:
-	default:
-		return nil, fmt.Errorf("bench: --route must be %s or %s, got %q", RouteLeader, RouteFixed, c.Route)
 	}
 	d.byNode = make([][]*link, len(d.bases))
 	for i := 0; i < n; i++ {
 		j := i % len(d.bases)
-		l := &link{idx: i, node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: max(c.Pipeline, 1)}
+		l := &link{idx: i, node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: c.Pipeline}
 		if c.HTTP2 {
 			tr := &http.Transport{
 				DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
-	"io"
 	"math/rand"
 	"sync"
 	"sync/atomic"
@@ -14,30 +13,6 @@ import (
 	"github.com/cairn-db/cairn/internal/deadline"
 	"google.golang.org/grpc/status"
 )
-
-// RunConfig is the load model of one run.
-type RunConfig struct {
-	// Clients issuing operations (closed loop: each waits for its answer).
-	Clients int
-	// Conns is the number of connections the clients share.
-	Conns int
-	// Total measured operations (0: run for Duration).
-	Total uint64
-	// Duration of the measured phase when Total is 0.
-	Duration time.Duration
-	// Warmup runs the load this long before measuring.
-	Warmup time.Duration
-	// Rate > 0 selects the open loop: operations are due every 1/Rate
-	// seconds and latency counts from the due time.
-	Rate float64
-	// OpTimeout bounds one operation.
-	OpTimeout time.Duration
-	Seed      int64
-	// Progress receives live progress (nil: none); TTY selects a single
-	// rewritten line instead of plain lines every 5 s.
-	Progress io.Writer
-	TTY      bool
-}
 
 // ErrKind classifies an error for the "errors by kind" report.
 func ErrKind(err error) string {
@@ -120,19 +95,12 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	return n, firstErr
 }
 
-// Run drives the workload with the load model and returns its results.
+// Run drives the workload with the load model and returns its results;
+// it fills cfg's defaults and validates it first.
 func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunResult, error) {
-	if cfg.Clients <= 0 {
-		cfg.Clients = 1
-	}
-	if cfg.Conns <= 0 {
-		cfg.Conns = 1
-	}
-	if cfg.OpTimeout == 0 {
-		cfg.OpTimeout = 10 * time.Second
-	}
-	if cfg.Total == 0 && cfg.Duration == 0 {
-		cfg.Duration = 10 * time.Second
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return result.RunResult{}, err
 	}
 	begin := time.Now()
 	rec := result.NewRecorder(begin.Add(cfg.Warmup), ErrKind)

@@ -56,29 +56,17 @@ func (c *Cluster) takeNotes() []string {
 	return out
 }
 
-// ClusterConfig describes the cluster to start.
-type ClusterConfig struct {
-	Bin    string   // the cairn binary
-	Nodes  int      // default 3
-	Dir    string   // data and logs
-	Shards int      // default 0: one per node (cairn serve's default)
-	Extra  []string // extra serve flags
-	// NoFaultInjection starts the nodes without their fault hook.
-	NoFaultInjection bool
-	// Partitions: PartitionsAuto (default), PartitionsIPTables or
-	// PartitionsHook.
-	Partitions string
-}
-
 // StartCluster starts the nodes and waits until every shard has a leader.
+// It fills cfg's defaults and validates it first.
 func StartCluster(cfg ClusterConfig) (*Cluster, error) {
-	if cfg.Nodes == 0 {
-		cfg.Nodes = 3
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	c := &Cluster{hc: &http.Client{Timeout: 5 * time.Second}, groups: make([]*nodeGroups, cfg.Nodes)}
 	var ips []string // nil: 127.0.0.1 for every node
 	switch cfg.Partitions {
-	case "", PartitionsAuto, PartitionsIPTables:
+	case PartitionsAuto, PartitionsIPTables:
 		nf, err := newNetfilter()
 		if err != nil {
 			if cfg.Partitions == PartitionsIPTables {
@@ -91,9 +79,7 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 			return nil, err
 		}
 		c.nf = nf
-	case PartitionsHook:
-	default:
-		return nil, fmt.Errorf("chaos: partitions must be %s, %s or %s, not %q", PartitionsAuto, PartitionsIPTables, PartitionsHook, cfg.Partitions)
+	case PartitionsHook: // the nodes' fault hooks cut the network
 	}
 	if CgroupsSupported() == nil {
 		for i := range c.groups {

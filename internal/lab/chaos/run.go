@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -28,21 +26,6 @@ type Step struct {
 	Target string
 	At     time.Duration
 	For    time.Duration
-}
-
-// Config of a chaos run.
-type Config struct {
-	Scenario string
-	Bin      string
-	Dir      string // data, logs and results
-	Nodes    int
-	Duration time.Duration
-	Workload WorkloadConfig
-	Steps    []Step
-	Logger   *slog.Logger
-	Progress io.Writer
-	// Partitions: see ClusterConfig.Partitions.
-	Partitions string
 }
 
 // FaultResult is what happened around one fault.
@@ -114,18 +97,11 @@ func (r *Result) Passed() bool {
 }
 
 // Run starts a cluster, runs the workload and the faults, heals, checks.
+// It fills cfg's defaults and validates it first.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Workload.Clients == 0 {
-		cfg.Workload.Clients = 6
-	}
-	if cfg.Workload.Keys == 0 {
-		cfg.Workload.Keys = 8
-	}
-	if cfg.Workload.Timeout == 0 {
-		cfg.Workload.Timeout = 5 * time.Second
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	logf := func(format string, args ...any) {
 		if cfg.Progress != nil {

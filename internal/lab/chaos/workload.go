@@ -15,13 +15,6 @@ import (
 	"github.com/cairn-db/cairn/internal/lab/checker"
 )
 
-// WorkloadConfig shapes the recorded client load.
-type WorkloadConfig struct {
-	Clients int           // register clients (default 6)
-	Keys    int           // register keys (default 8)
-	Timeout time.Duration // per operation, retries included (default 5s)
-}
-
 // recorder holds the history, the set of acknowledged unique writes and
 // the per-second throughput series.
 type recorder struct {

@@ -1,61 +1,17 @@
 package launcher
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
 )
-
-// Config describes a cluster to launch. Zero fields take the defaults
-// given; Config is copied by New, never mutated afterwards.
-type Config struct {
-	// Bin is the cairn binary. Required.
-	Bin string
-	// Nodes is the number of nodes, ids 1..Nodes. Default 3.
-	Nodes int
-	// Dir holds node i's data dir Dir/node-i and its log Dir/node-i.log.
-	// Required.
-	Dir string
-	// IPs is each node's listen address (len Nodes); default 127.0.0.1 for
-	// every node. The chaos lab gives each node its own 127.a.b.n.
-	IPs []string
-	// HTTPAddrs and PeerAddrs fix the nodes' addresses (len Nodes each);
-	// default free ports on IPs, picked at New. Fixed addresses must be
-	// free at New (else ErrAddrInUse).
-	HTTPAddrs, PeerAddrs []string
-	// Shards at bootstrap; 0 leaves cairn serve's default (one per node).
-	Shards int
-	// Replication factor; default min(3, Nodes).
-	Replication int
-	// Extra serve flags, appended to every node's command line.
-	Extra []string
-	// Output, when set, receives node id's stdout and stderr (the demo
-	// prefixes and prints them); default: appended to the node's LogPath.
-	Output func(id int) io.Writer
-	// StopTimeout bounds each node's exit after SIGTERM before SIGKILL.
-	// Default 10 s.
-	StopTimeout time.Duration
-	// OnStart runs right after every start of a node, before it has opened
-	// its data (the chaos lab moves it into its cgroups). An error kills
-	// the node and fails the start.
-	OnStart func(id, pid int) error
-	// OnExit is told when a node exits without the launcher having
-	// signalled it (a crash, an OOM kill, kill -9 from outside).
-	OnExit func(id int, err error)
-	// SysProcAttr, when set, is given to every node process (tests set
-	// Pdeathsig so no node outlives them).
-	SysProcAttr func() *syscall.SysProcAttr
-}
 
 // Node is one `cairn serve` process, possibly started many times on the
 // same data dir and addresses.
@@ -80,30 +36,12 @@ type Cluster struct {
 	hc    *http.Client
 }
 
-// New prepares a cluster (addresses, directories) without starting it.
+// New prepares a cluster (addresses, directories) without starting it;
+// it fills cfg's defaults and validates it first.
 func New(cfg Config) (*Cluster, error) {
-	if cfg.Bin == "" || cfg.Dir == "" {
-		return nil, errors.New("launcher: Config.Bin and Config.Dir are required")
-	}
-	if cfg.Nodes == 0 {
-		cfg.Nodes = 3
-	}
-	if cfg.Replication == 0 {
-		cfg.Replication = min(3, cfg.Nodes)
-	}
-	if cfg.StopTimeout == 0 {
-		cfg.StopTimeout = 10 * time.Second
-	}
-	for name, l := range map[string][]string{"IPs": cfg.IPs, "HTTPAddrs": cfg.HTTPAddrs, "PeerAddrs": cfg.PeerAddrs} {
-		if l != nil && len(l) != cfg.Nodes {
-			return nil, fmt.Errorf("launcher: %d %s for %d nodes", len(l), name, cfg.Nodes)
-		}
-	}
-	if cfg.IPs == nil {
-		cfg.IPs = make([]string, cfg.Nodes)
-		for i := range cfg.IPs {
-			cfg.IPs[i] = "127.0.0.1"
-		}
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	httpAddrs, err := addrs(cfg.HTTPAddrs, cfg.IPs)
 	if err != nil {

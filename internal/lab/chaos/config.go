@@ -1,0 +1,190 @@
+package chaos
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+)
+
+// ErrInvalidConfig wraps every error of the configurations' Validate.
+var ErrInvalidConfig = errors.New("chaos: invalid config")
+
+// Config of a chaos run. Run fills its defaults (EnsureDefaults) and
+// validates it once.
+type Config struct {
+	// Scenario names the run in its results and progress; default empty.
+	Scenario string
+	// Bin is the path of the cairn binary. Required.
+	Bin string
+	// Dir holds the run's data, logs and results. Required.
+	Dir string
+	// Nodes is the cluster size, a count. Default 3.
+	Nodes int
+	// Duration is how long the workload runs (the faults happen inside
+	// it). Default 40 s, as cairn chaos --duration.
+	Duration time.Duration
+	// Workload shapes the recorded client load; zero fields take
+	// WorkloadConfig's defaults.
+	Workload WorkloadConfig
+	// Steps are the scheduled faults; default none (a run without faults).
+	Steps []Step
+	// Logger receives warnings; default slog.Default().
+	Logger *slog.Logger
+	// Progress receives one line per event of the run; default (nil):
+	// none.
+	Progress io.Writer
+	// Partitions: see ClusterConfig.Partitions. Default PartitionsAuto.
+	Partitions string
+}
+
+// EnsureDefaults returns a copy of c with every zero field (and every
+// zero field of c.Workload) set to its default.
+func (c Config) EnsureDefaults() Config {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Duration == 0 {
+		c.Duration = 40 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Partitions == "" {
+		c.Partitions = PartitionsAuto
+	}
+	c.Workload = c.Workload.EnsureDefaults()
+	return c
+}
+
+// Validate reports the first field of c (filled by EnsureDefaults) that
+// is out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Bin == "":
+		return fmt.Errorf("%w: Bin is required", ErrInvalidConfig)
+	case c.Dir == "":
+		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+	case c.Nodes < 1:
+		return fmt.Errorf("%w: Nodes %d: want at least 1", ErrInvalidConfig, c.Nodes)
+	case c.Duration <= 0:
+		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)
+	}
+	if err := validPartitions(c.Partitions); err != nil {
+		return err
+	}
+	for i, s := range c.Steps {
+		switch {
+		case s.Fault == nil:
+			return fmt.Errorf("%w: Steps[%d]: no Fault", ErrInvalidConfig, i)
+		case s.At < 0 || s.For < 0:
+			return fmt.Errorf("%w: Steps[%d]: At %v, For %v: want 0 or more", ErrInvalidConfig, i, s.At, s.For)
+		}
+		if err := ValidTarget(s.Target); err != nil {
+			return fmt.Errorf("%w: Steps[%d]: %w", ErrInvalidConfig, i, err)
+		}
+	}
+	if err := c.Workload.Validate(); err != nil {
+		return fmt.Errorf("%w (in Workload)", err)
+	}
+	return nil
+}
+
+// WorkloadConfig shapes the recorded client load.
+type WorkloadConfig struct {
+	// Clients is the number of register clients. Default 6.
+	Clients int
+	// Keys is the number of register keys. Default 8.
+	Keys int
+	// Timeout bounds one operation, retries included. Default 5 s.
+	Timeout time.Duration
+}
+
+// EnsureDefaults returns a copy of w with every zero field set to its
+// default.
+func (w WorkloadConfig) EnsureDefaults() WorkloadConfig {
+	if w.Clients == 0 {
+		w.Clients = 6
+	}
+	if w.Keys == 0 {
+		w.Keys = 8
+	}
+	if w.Timeout == 0 {
+		w.Timeout = 5 * time.Second
+	}
+	return w
+}
+
+// Validate reports the first field of w (filled by EnsureDefaults) that
+// is out of range.
+func (w WorkloadConfig) Validate() error {
+	switch {
+	case w.Clients < 1:
+		return fmt.Errorf("%w: Clients %d: want at least 1", ErrInvalidConfig, w.Clients)
+	case w.Keys < 1:
+		return fmt.Errorf("%w: Keys %d: want at least 1", ErrInvalidConfig, w.Keys)
+	case w.Timeout <= 0:
+		return fmt.Errorf("%w: Timeout %v: want more than 0", ErrInvalidConfig, w.Timeout)
+	}
+	return nil
+}
+
+// ClusterConfig describes the cluster to start. StartCluster fills its
+// defaults (EnsureDefaults) and validates it once.
+type ClusterConfig struct {
+	// Bin is the path of the cairn binary. Required.
+	Bin string
+	// Nodes is the cluster size, a count. Default 3.
+	Nodes int
+	// Dir holds the nodes' data and logs. Required.
+	Dir string
+	// Shards at bootstrap, a count; default 0: one per node (cairn serve's
+	// default).
+	Shards int
+	// Extra serve flags, appended to every node's command line; default
+	// none.
+	Extra []string
+	// NoFaultInjection starts the nodes without their fault hook; default
+	// false (hook on).
+	NoFaultInjection bool
+	// Partitions: PartitionsAuto (default), PartitionsIPTables or
+	// PartitionsHook.
+	Partitions string
+}
+
+// EnsureDefaults returns a copy of c with every zero field set to its
+// default.
+func (c ClusterConfig) EnsureDefaults() ClusterConfig {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Partitions == "" {
+		c.Partitions = PartitionsAuto
+	}
+	return c
+}
+
+// Validate reports the first field of c (filled by EnsureDefaults) that
+// is out of range.
+func (c ClusterConfig) Validate() error {
+	switch {
+	case c.Bin == "":
+		return fmt.Errorf("%w: Bin is required", ErrInvalidConfig)
+	case c.Dir == "":
+		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
+	case c.Nodes < 1:
+		return fmt.Errorf("%w: Nodes %d: want at least 1", ErrInvalidConfig, c.Nodes)
+	case c.Shards < 0:
+		return fmt.Errorf("%w: Shards %d: want 0 (one per node) or more", ErrInvalidConfig, c.Shards)
+	}
+	return validPartitions(c.Partitions)
+}
+
+func validPartitions(p string) error {
+	switch p {
+	case PartitionsAuto, PartitionsIPTables, PartitionsHook:
+		return nil
+	}
+	return fmt.Errorf("%w: Partitions must be %s, %s or %s, not %q", ErrInvalidConfig, PartitionsAuto, PartitionsIPTables, PartitionsHook, p)
+}

@@ -1,0 +1,30 @@
+package store
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/storage"
+)
+
+func TestConfigDefaultsAndValidate(t *testing.T) {
+	eng := &storage.Engine{}
+	c := Config{NodeID: 1, Engine: eng}.EnsureDefaults()
+	if c.Workers != 8 || c.TickInterval.Milliseconds() != 100 || c.MaxSnapshots != 2 || c.Logger == nil {
+		t.Fatalf("defaults: %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	for want, bad := range map[string]Config{
+		"NodeID":       {Engine: eng},
+		"Engine":       {NodeID: 1},
+		"Workers":      {NodeID: 1, Engine: eng, Workers: -2},
+		"TickInterval": {NodeID: 1, Engine: eng, TickInterval: -1},
+		"MaxSnapshots": {NodeID: 1, Engine: eng, MaxSnapshots: -1},
+	} {
+		if err := bad.EnsureDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v", want, err)
+		}
+	}
+}
