@@ -50,17 +50,19 @@ var only = []struct {
 	imp  string
 	pkgs []string
 	why  string
+	// helpers: the rule binds test helper packages (footest) too.
+	helpers bool
 }{
 	{"github.com/cockroachdb/pebble/...", []string{"internal/storage/..."},
-		"the storage engine is behind internal/storage"},
+		"the storage engine is behind internal/storage", true},
 	{"go.etcd.io/raft/...", []string{"internal/raftlog", "internal/replica", "internal/store",
 		"internal/transport", "internal/statemachine", "internal/cluster/..."},
-		"consensus stays inside the replication layers"},
+		"consensus stays inside the replication layers", false},
 	{"net/http/...", []string{"internal/api/...", "internal/http1", "internal/server", "client",
 		"internal/lab/...", "cmd/...", "test/..."},
-		"HTTP is the API's (and the lab drivers') business"},
+		"HTTP is the API's (and the lab drivers') business", false},
 	{"go.etcd.io/etcd/client/...", []string{"internal/lab/bench", "test/..."},
-		"only the bench's etcd driver talks to etcd"},
+		"only the bench's etcd driver talks to etcd", false},
 }
 
 // noDeps lists packages that must not pull in an import even indirectly.
@@ -204,11 +206,11 @@ func labMayUse(layer int) bool {
 
 func TestOnlyOwnersImport(t *testing.T) {
 	for _, p := range packages(t) {
-		if isHelper(p) {
-			continue
-		}
 		for _, imp := range p.Imports {
 			for _, o := range only {
+				if isHelper(p) && !o.helpers {
+					continue
+				}
 				if matches(imp, o.imp) && !matchesAny(p.ImportPath, o.pkgs) {
 					t.Errorf("%s imports %s: only %v may (%s)", p.ImportPath, imp, o.pkgs, o.why)
 				}

@@ -280,6 +280,15 @@ func (r *Replica) Term() uint64 { return r.term.Load() }
 // Applied is the applied index.
 func (r *Replica) Applied() uint64 { return r.applied.Load() }
 
+// ShardClock is the shard clock as this replica has applied it: the time
+// that passed on the shard's leaders while they stamped entries, which
+// ages dedup records (see internal/statemachine). Takes the replica lock.
+func (r *Replica) ShardClock() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sm.Clock()
+}
+
 // ErrNotFound is returned by Get for an absent key.
 var ErrNotFound = statemachine.ErrNotFound
 

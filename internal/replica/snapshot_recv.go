@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
 	"sync/atomic"
 
@@ -39,9 +38,9 @@ type received struct {
 	done    chan bool // true: installed; false: refused or dropped
 }
 
-func (rc *received) discard() {
+func (rc *received) discard(eng *storage.Engine) {
 	for _, f := range rc.files {
-		_ = os.Remove(f)
+		_ = eng.RemoveStaged(f)
 	}
 	rc.done <- false
 }
@@ -167,7 +166,7 @@ func (r *Replica) settleSnapshotsLocked() {
 	for id, rc := range r.peer.rcv {
 		if rc.stepped {
 			delete(r.peer.rcv, id)
-			rc.discard()
+			rc.discard(r.cfg.Engine)
 		} else {
 			rc.stepped = true
 		}
@@ -182,7 +181,7 @@ func (r *Replica) closeSnapshots() {
 	defer r.in.Unlock()
 	for id, rc := range r.peer.rcv {
 		delete(r.peer.rcv, id)
-		rc.discard()
+		rc.discard(r.cfg.Engine)
 	}
 }
 
@@ -209,7 +208,7 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftp
 	hs.Commit = max(hs.Commit, md.Index)
 	hsb, err := hs.Marshal()
 	if err != nil {
-		rc.discard()
+		rc.discard(r.cfg.Engine)
 		return err
 	}
 	eng := r.cfg.Engine
@@ -217,7 +216,7 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftp
 	files := append([]string(nil), rc.files...)
 	defer func() {
 		for _, f := range files {
-			_ = os.Remove(f)
+			_ = eng.RemoveStaged(f)
 		}
 	}()
 	as := raftlog.AppliedState{Index: md.Index, Term: md.Term, ConfState: md.ConfState}

@@ -36,6 +36,10 @@ type Options struct {
 	// least time since the previous sync: commits that ask for a sync
 	// within it wait and share the next one (group commit). Nil: none.
 	SyncDelay func() time.Duration
+	// FS is the filesystem the engine lives on, its staging folder for
+	// ingestion included. Nil: the operating system's. Tests pass an
+	// in-memory one (NewCrashableFS, to simulate losing unsynced writes).
+	FS FS
 }
 
 // EnsureDefaults fills zero fields.
@@ -79,6 +83,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 		FormatMajorVersion: pebble.FormatNewest,
 		Logger:             quietLogger{},
 		WALMinSyncInterval: opts.SyncDelay,
+		FS:                 opts.FS,
 	}
 	// Bloom filters on every level: applying a write reads the key's
 	// current value, and for a new key that read would otherwise visit

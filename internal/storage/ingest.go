@@ -3,7 +3,6 @@ package storage
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/cockroachdb/pebble/v2/objstorage/objstorageprovider"
@@ -18,10 +17,10 @@ const stagingDir = "staging"
 
 func (e *Engine) resetStaging() error {
 	d := filepath.Join(e.dir, stagingDir)
-	if err := os.RemoveAll(d); err != nil {
+	if err := e.po.FS.RemoveAll(d); err != nil {
 		return fmt.Errorf("storage: clear %s: %w", d, err)
 	}
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := e.po.FS.MkdirAll(d, 0o755); err != nil {
 		return fmt.Errorf("storage: create %s: %w", d, err)
 	}
 	return nil
@@ -32,24 +31,30 @@ func (e *Engine) resetStaging() error {
 // emptied whenever the engine opens.
 func (e *Engine) StagingDir() string { return filepath.Join(e.dir, stagingDir) }
 
+// RemoveStaged removes a file of StagingDir (on the engine's filesystem,
+// Options.FS).
+func (e *Engine) RemoveStaged(path string) error { return e.po.FS.Remove(path) }
+
 // SSTWriter builds one sstable for Ingest. Keys must be added in strictly
 // increasing order, range deletions in order and not overlapping each
 // other. Not safe for concurrent use.
 type SSTWriter struct {
+	fs   vfs.FS
 	w    *sstable.Writer
 	path string
 	n    int
 	done bool
 }
 
-// NewSSTWriter creates the sstable file path (in StagingDir).
+// NewSSTWriter creates the sstable file path (in StagingDir, on the
+// engine's filesystem).
 func (e *Engine) NewSSTWriter(path string) (*SSTWriter, error) {
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
+	f, err := e.po.FS.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, fmt.Errorf("storage: create sstable: %w", err)
 	}
 	opts := e.po.MakeWriterOptions(0, e.db.TableFormat())
-	return &SSTWriter{w: sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts), path: path}, nil
+	return &SSTWriter{fs: e.po.FS, w: sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts), path: path}, nil
 }
 
 // Set adds key=value. The writer copies both.
@@ -92,7 +97,7 @@ func (w *SSTWriter) Abort() {
 		w.done = true
 		_ = w.w.Close()
 	}
-	_ = os.Remove(w.path)
+	_ = w.fs.Remove(w.path)
 }
 
 // Ingest adds the sstables atomically: after a crash either all of their

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 )
@@ -50,5 +51,43 @@ func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// On an in-memory filesystem the staging folder and the sstables live on
+// that filesystem too (not on the operating system's), and a crash keeps
+// an ingestion whole.
+func TestIngestOnCrashableFS(t *testing.T) {
+	fs := NewCrashableFS()
+	opts := Options{CacheSize: 1 << 20, MemTableSize: 1 << 20, FS: fs.FS()}
+	dir := "/cairn-ingest-test-data"
+	e, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the engine touched the operating system's filesystem at %s: %v", dir, err)
+	}
+	w, err := e.NewSSTWriter(filepath.Join(e.StagingDir(), "1.sst"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	must(t, w.Set([]byte("a"), []byte("ingested")))
+	must(t, w.Finish())
+	must(t, e.Ingest([]string{w.Path()}))
+	_ = e.RemoveStaged(w.Path()) // Pebble may have moved it already
+	if v, err := e.Get([]byte("a")); err != nil || string(v) != "ingested" {
+		t.Fatalf("a = %q %v", v, err)
+	}
+	crashed := fs.CrashClone(0, nil)
+	must(t, e.Close())
+	opts.FS = crashed.FS()
+	e2, err := Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e2.Close()
+	if v, err := e2.Get([]byte("a")); err != nil || string(v) != "ingested" {
+		t.Fatalf("after a crash a = %q %v", v, err)
 	}
 }

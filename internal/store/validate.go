@@ -40,6 +40,16 @@ const (
 	maxIndex = 1 << 62
 )
 
+// CheckMessage is the check HandleRaft (viaSnapshot false) and
+// HandleSnapshot (viaSnapshot true) apply to a message from a peer before
+// its replica sees it: it returns the drop reason (an index of
+// DropReasons), or -1 when the message may go on to Replica.Step or
+// Replica.ReceiveSnapshot. For harnesses that deliver messages to replicas
+// without a Store; safe for concurrent use.
+func CheckMessage(d shard.Descriptor, self uint64, m *raftpb.Message, viaSnapshot bool) int {
+	return checkMessage(d, self, m, viaSnapshot)
+}
+
 // checkMessage checks what needs no raft state: sender and receiver, type,
 // terms and indexes, the sequence and kind of entries, a snapshot's conf
 // state, the keys of forwarded proposals. It returns the drop reason, or
