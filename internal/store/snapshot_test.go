@@ -40,7 +40,9 @@ func (c *grpcCluster) start(id uint64, fresh bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := New(Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 10 * time.Millisecond,
+	// 50 ms ticks (an election timeout of 500 ms): shorter ones let a
+	// loaded machine (the race detector, parallel packages) churn leaders.
+	st, err := New(Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 50 * time.Millisecond,
 		BalanceInterval: -1, SickThreshold: -1, SnapshotChunk: testChunk, Logger: quiet,
 		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}, fresh)
 	if err != nil {
@@ -163,7 +165,12 @@ func TestSnapshotOverGRPCInChunks(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	st := lead.st.SnapshotStats()
+	// The sender counts a stream once SendSnapshot returns, a moment after
+	// the receiver installed it.
+	var st SnapshotStats
+	for st = lead.st.SnapshotStats(); st.Sent == 0 && time.Now().Before(deadline); st = lead.st.SnapshotStats() {
+		time.Sleep(10 * time.Millisecond)
+	}
 	// Every chunk but the last holds the chunk size and at most one more
 	// record (about 2 KiB here).
 	if st.Sent == 0 || st.Bytes < 300*2000 || st.Chunks < st.Bytes/(testChunk+2100) || st.MaxChunk > testChunk+2100 {
