@@ -107,6 +107,10 @@ func TestLifecycle(t *testing.T) {
 	if !c.Running(1) || !c.Running(2) || pid == 0 {
 		t.Fatal("nodes not running after StartAll")
 	}
+	// The stand-in has printed its command line before it is killed.
+	for i := 0; !strings.Contains(c.Log(1), "started serve") && i < 500; i++ {
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := c.Pause(1); err != nil {
 		t.Fatal(err)
 	}
