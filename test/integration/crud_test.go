@@ -239,7 +239,9 @@ func testV1Conditional(t *testing.T, c *cluster) {
 	readEverywhere(t, c, key, "two")
 	// Malformed or conflicting conditions are 400 and change nothing.
 	bad(c.do("PUT", c.v1URL(1, key, ""), []byte("x"), "If-Match", fmt.Sprintf(`"%d"`, v2), "If-None-Match", "*"), "If-Match with If-None-Match")
-	bad(c.do("PUT", c.v1URL(1, key, ""), []byte("x"), "If-Match", `"abc"`), "If-Match \"abc\"")
+	bad(c.do("PUT", c.v1URL(1, key, ""), []byte("x"), "If-Match", `abc`), "If-Match abc (unquoted)")
+	// A well-formed entity tag that is no version is a false precondition.
+	precond(c.do("PUT", c.v1URL(1, key, ""), []byte("x"), "If-Match", `"no-such-version"`), "If-Match \"no-such-version\"")
 	bad(c.do("DELETE", c.v1URL(1, key, ""), nil, "If-Match", "yesterday"), "DELETE If-Match yesterday")
 	readEverywhere(t, c, key, "two")
 	// Conditional delete.
