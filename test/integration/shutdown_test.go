@@ -19,22 +19,31 @@ func TestShutdownBoundedWhileTracing(t *testing.T) {
 		t.Fatalf("trace of 100000 s: %s", r)
 	}
 	// A 30 s trace (the longest allowed), asked for on a raw connection
-	// that never reads.
-	conn, err := net.Dial("tcp", c.lc.Node(1).HTTPAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	if _, err := conn.Write([]byte("GET /debug/pprof/trace?seconds=30 HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
-		t.Fatal(err)
-	}
-	// Wait until it runs: a second long run is refused while it does.
-	eventually(t, 10*time.Second, func() string {
-		if r := c.do(http.MethodGet, c.url(1)+"/debug/pprof/profile?seconds=1", nil); r.code != http.StatusServiceUnavailable {
-			return "second profile: " + r.String()
+	// that never reads. It is running once its connection has no answer
+	// after a moment (a trace refused as busy would have answered at once).
+	var conn net.Conn
+	for attempt := 0; ; attempt++ {
+		var err error
+		if conn, err = net.Dial("tcp", c.lc.Node(1).HTTPAddr); err != nil {
+			t.Fatal(err)
 		}
-		return ""
-	})
+		defer conn.Close()
+		if _, err := conn.Write([]byte("GET /debug/pprof/trace?seconds=30 HTTP/1.1\r\nHost: x\r\n\r\n")); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.SetReadDeadline(time.Now().Add(time.Second))
+		if _, err := conn.Read(make([]byte, 1)); err != nil {
+			break // no answer: the trace runs
+		}
+		if attempt == 5 {
+			t.Fatal("the trace never started")
+		}
+		conn.Close()
+	}
+	// While it runs, another long run is refused.
+	if r := c.do(http.MethodGet, c.url(1)+"/debug/pprof/profile?seconds=1", nil); r.code != http.StatusServiceUnavailable {
+		t.Fatalf("second profile while a trace runs: %s", r)
+	}
 	start := time.Now()
 	c.stop(1) // fails the test if the node needs SIGKILL or exits non-zero
 	if took := time.Since(start); took > 15*time.Second {
