@@ -3,6 +3,7 @@ package chaos
 import (
 	"errors"
 	"fmt"
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 	"io"
 	"log/slog"
 	"time"
@@ -61,18 +62,11 @@ func (c Config) EnsureDefaults() Config {
 // Validate reports the first field of c (filled by EnsureDefaults) that
 // is out of range.
 func (c Config) Validate() error {
-	switch {
-	case c.Bin == "":
-		return fmt.Errorf("%w: Bin is required", ErrInvalidConfig)
-	case c.Dir == "":
-		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
-	case c.Nodes < 1:
-		return fmt.Errorf("%w: Nodes %d: want at least 1", ErrInvalidConfig, c.Nodes)
-	case c.Duration <= 0:
-		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)
-	}
-	if err := validPartitions(c.Partitions); err != nil {
+	if err := (ClusterConfig{Bin: c.Bin, Nodes: c.Nodes, Dir: c.Dir, Partitions: c.Partitions}).Validate(); err != nil {
 		return err
+	}
+	if c.Duration <= 0 {
+		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)
 	}
 	for i, s := range c.Steps {
 		switch {
@@ -168,17 +162,15 @@ func (c ClusterConfig) EnsureDefaults() ClusterConfig {
 // Validate reports the first field of c (filled by EnsureDefaults) that
 // is out of range.
 func (c ClusterConfig) Validate() error {
-	switch {
-	case c.Bin == "":
-		return fmt.Errorf("%w: Bin is required", ErrInvalidConfig)
-	case c.Dir == "":
-		return fmt.Errorf("%w: Dir is required", ErrInvalidConfig)
-	case c.Nodes < 1:
-		return fmt.Errorf("%w: Nodes %d: want at least 1", ErrInvalidConfig, c.Nodes)
-	case c.Shards < 0:
-		return fmt.Errorf("%w: Shards %d: want 0 (one per node) or more", ErrInvalidConfig, c.Shards)
+	if err := c.launcherConfig().EnsureDefaults().Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	return validPartitions(c.Partitions)
+}
+
+// launcherConfig is the part of c the launcher checks and uses.
+func (c ClusterConfig) launcherConfig() launcher.Config {
+	return launcher.Config{Bin: c.Bin, Nodes: c.Nodes, Dir: c.Dir, Shards: c.Shards}
 }
 
 func validPartitions(p string) error {
