@@ -123,7 +123,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 	}
 	a.coord = mustCoordinator(c.t, kv.Config{
 		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
-		Engine: eng, Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
+		Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
 	})
 	st.Start(fresh)
 	c.nodes[id] = &tnode{id: id, eng: eng, st: st, coord: a.coord, ad: a}
@@ -454,7 +454,7 @@ func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 	follower := leader%3 + 1
 	lossy := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil)}
 	coord := mustCoordinator(t, kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
-		Engine: c.nodes[follower].eng, Transport: lossy, DefaultTimeout: 5 * time.Second})
+		Transport: lossy, DefaultTimeout: 5 * time.Second})
 	k := []byte("created-once")
 	// Ack 3/3: the leader must see every follower's progress, so the write
 	// goes to it over the transport (not through the follower's Raft).
@@ -543,7 +543,7 @@ func TestFollowerWriteThroughRaft(t *testing.T) {
 	})
 	counting := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil), failed: true}
 	coord := mustCoordinator(t, kv.Config{NodeID: follower, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
-		Engine: c.nodes[follower].eng, Transport: counting, DefaultTimeout: 5 * time.Second})
+		Transport: counting, DefaultTimeout: 5 * time.Second})
 
 	v1, created, err := coord.Put(ctx5(t), []byte("a"), []byte("1"), kv.WriteOptions{Cond: kv.CondIfAbsent})
 	if err != nil || !created {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
-	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -29,10 +28,7 @@ type Config struct {
 	Replication int
 	Map         shard.Map
 	Store       *store.Store
-	// Engine is the node's storage engine. The coordinator reads through
-	// the replicas (Replica.Get), never the engine's keys itself.
-	Engine    *storage.Engine
-	Transport transport.Transport
+	Transport   transport.Transport
 	// DefaultTimeout applies when a request's context has no deadline.
 	// Default 5s.
 	DefaultTimeout time.Duration

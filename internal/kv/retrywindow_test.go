@@ -36,7 +36,7 @@ func TestWriteRetriesEndAtTheRetryWindow(t *testing.T) {
 	n := c.nodes[1]
 	tr := c.net.Join(98, &adapter{st: n.st}, nil)
 	c.net.Isolate(98, true)
-	coord := mustCoordinator(t, kv.Config{NodeID: 1, Replication: 3, Map: c.m, Store: n.st, Engine: n.eng,
+	coord := mustCoordinator(t, kv.Config{NodeID: 1, Replication: 3, Map: c.m, Store: n.st,
 		Transport: tr, DefaultTimeout: time.Hour, RetryWindow: 300 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()

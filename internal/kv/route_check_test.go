@@ -97,7 +97,7 @@ func TestCoordinatorReportsWrongShard(t *testing.T) {
 	peers := map[uint64]string{1: "mem-1", 2: "mem-2", 3: "mem-3", 4: "mem-4"}
 	tr := c.net.Join(9, &adapter{}, nil)
 	coord := mustCoordinator(t, kv.Config{NodeID: 4, Peers: peers, Replication: 3, Map: stale, Store: c.nodes[4].st,
-		Engine: c.nodes[4].eng, Transport: tr, DefaultTimeout: 5 * time.Second})
+		Transport: tr, DefaultTimeout: 5 * time.Second})
 	if c.nodes[4].st.Replica(1) != nil {
 		t.Fatal("node 4 holds shard 1")
 	}
