@@ -3,13 +3,16 @@ package docker
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -87,8 +90,9 @@ func newDeployment(t *testing.T, image string) *deployment {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := &deployment{t: t, project: fmt.Sprintf("cairntest%d", os.Getpid())}
+	d := &deployment{t: t, project: fmt.Sprintf("%s%d", projectPrefix, os.Getpid())}
 	d.compose = append(composeCommand(), "-p", d.project, "-f", file)
+	d.removeStale(file)
 	// A subnet of the test's own among 172.31.100-199.0/24; another
 	// network holding it makes `up` fail and the test pick again.
 	d.net = fmt.Sprintf("172.31.%d", 100+rand.IntN(100))
@@ -96,6 +100,34 @@ func newDeployment(t *testing.T, image string) *deployment {
 		"CAIRN_PORT1=", "CAIRN_PORT2=", "CAIRN_PORT3=")
 	t.Cleanup(func() { _, _ = d.run(d.compose, "down", "-v", "--remove-orphans", "-t", "5") })
 	return d
+}
+
+// projectPrefix names the test's compose projects; the number after it is
+// the test process's pid.
+const projectPrefix = "cairntest"
+
+// removeStale takes down the projects of earlier runs of this test whose
+// process is gone (killed before its cleanup ran), so that their
+// containers, networks and volumes do not pile up.
+func (d *deployment) removeStale(file string) {
+	out, err := d.run([]string{"docker"}, "ps", "-a", "--format", `{{.Label "com.docker.compose.project"}}`)
+	if err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, p := range strings.Fields(out) {
+		pid, err := strconv.Atoi(strings.TrimPrefix(p, projectPrefix))
+		if !strings.HasPrefix(p, projectPrefix) || err != nil || seen[p] || processAlive(pid) {
+			continue
+		}
+		seen[p] = true
+		d.t.Logf("removing the containers of an earlier run: %s", p)
+		_, _ = d.run(append(composeCommand(), "-p", p, "-f", file), "down", "-v", "--remove-orphans", "-t", "1")
+	}
+}
+
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM)
 }
 
 // composeCommand is `docker compose` where the plugin is installed, else
