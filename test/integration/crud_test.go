@@ -6,9 +6,12 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/client"
 )
 
 // valueLimit is the --max-value-size of the shared healthy cluster.
@@ -567,8 +570,28 @@ func testEndpoints(t *testing.T, c *cluster) {
 		if code != 200 || !strings.Contains(body, "# TYPE ") {
 			t.Fatalf("GET /metrics via node %d: %d %v %.200s", j, code, err, body)
 		}
+		checkShardMetrics(t, j, body, ci.Shards)
 		if code, _, err := c.get(j, "/debug/pprof/"); code != 200 {
 			t.Fatalf("GET /debug/pprof/ via node %d: %d %v", j, code, err)
 		}
+	}
+}
+
+// checkShardMetrics checks the series the alerting rules watch: every
+// shard's replica knows a leader, the shard leaders on this node report
+// their followers' lag, and the log has been fsynced.
+func checkShardMetrics(t *testing.T, node int, metrics string, shards []client.ShardInfo) {
+	t.Helper()
+	for _, s := range shards {
+		if want := fmt.Sprintf("cairn_shard_has_leader{shard=\"%d\"} 1\n", s.ID); !strings.Contains(metrics, want) {
+			t.Fatalf("node %d /metrics lacks %q", node, strings.TrimSpace(want))
+		}
+		if s.Leader == uint64(node) && !strings.Contains(metrics, "cairn_replica_lag_entries{follower=") {
+			t.Fatalf("node %d leads shard %d but /metrics has no cairn_replica_lag_entries", node, s.ID)
+		}
+	}
+	m := regexp.MustCompile(`(?m)^cairn_wal_fsync_duration_seconds_count (\d+)$`).FindStringSubmatch(metrics)
+	if m == nil || m[1] == "0" {
+		t.Fatalf("node %d /metrics: cairn_wal_fsync_duration_seconds_count %v, want a count above 0", node, m)
 	}
 }

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"strconv"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// shardCollector exports, at scrape time, what the alerting rules in
+// deploy/prometheus watch: whether each replica knows its shard's leader,
+// how far each follower is behind (as its leader sees it), each replica's
+// applied index, and the write-ahead log's fsync latencies.
+type shardCollector struct {
+	s *Server
+
+	hasLeader, applied, lag, fsync *prometheus.Desc
+}
+
+func newShardCollector(s *Server) *shardCollector {
+	return &shardCollector{s: s,
+		hasLeader: prometheus.NewDesc("cairn_shard_has_leader",
+			"1 when this node's replica of the shard knows a leader, else 0.", []string{"shard"}, nil),
+		applied: prometheus.NewDesc("cairn_replica_applied_index",
+			"Raft index applied by this node's replica of the shard.", []string{"shard"}, nil),
+		lag: prometheus.NewDesc("cairn_replica_lag_entries",
+			"Entries a follower lacks of its leader's log, reported by the leader (the shard's leader only).", []string{"shard", "follower"}, nil),
+		fsync: prometheus.NewDesc("cairn_wal_fsync_duration_seconds",
+			"Latency of the write-ahead log's fsyncs.", nil, nil),
+	}
+}
+
+func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.hasLeader
+	ch <- c.applied
+	ch <- c.lag
+	ch <- c.fsync
+}
+
+func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
+	for id, r := range c.s.store.Replicas() {
+		shard := strconv.FormatUint(id, 10)
+		known := 0.0
+		if r.Leader() != 0 {
+			known = 1
+		}
+		ch <- prometheus.MustNewConstMetric(c.hasLeader, prometheus.GaugeValue, known, shard)
+		ch <- prometheus.MustNewConstMetric(c.applied, prometheus.GaugeValue, float64(r.Applied()), shard)
+		if !r.IsLeader() {
+			continue
+		}
+		_, last := r.LogBounds()
+		for node, pr := range r.Status().Progress {
+			if node == c.s.store.NodeID() {
+				continue
+			}
+			ch <- prometheus.MustNewConstMetric(c.lag, prometheus.GaugeValue, float64(lagOf(last, pr.Match)), shard, strconv.FormatUint(node, 10))
+		}
+	}
+	h := c.s.eng.WALFsyncHistogram()
+	ch <- prometheus.MustNewConstHistogram(c.fsync, h.Count, h.Sum, h.Buckets)
+}
+
+// lagOf is how many entries of a log ending at last a follower that holds
+// the log up to match lacks.
+func lagOf(last, match uint64) uint64 {
+	if match >= last {
+		return 0
+	}
+	return last - match
+}
