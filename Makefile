@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Every package but the integration tests (those run real processes).
 PKGS     = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd docker-image docker-test
+.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd docker-image docker-test rules-test
 
 all: build
 
@@ -20,7 +20,7 @@ demo: build
 # The whole suite: formatting, vet, unit and in-process cluster tests (with
 # the race detector), integration tests against real processes, and short
 # fuzz runs of the parsers.
-test: lint race fuzz test-deps integration docker-test
+test: lint race fuzz test-deps rules-test integration docker-test
 
 # Debian's etcd-server, for the integration test that benchmarks a real etcd
 # next to Cairn; that test skips (and says so) when it cannot be installed.
@@ -30,6 +30,18 @@ test-deps:
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
 	  { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; } >/dev/null 2>&1 \
 	    || echo "etcd-server could not be installed: TestBenchAgainstEtcd will skip"; }
+	@command -v promtool >/dev/null 2>&1 || { \
+	  echo "installing Debian's prometheus for promtool (make rules-test)…"; \
+	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
+	  { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus; } >/dev/null 2>&1 \
+	    || echo "prometheus could not be installed: make rules-test will skip"; }
+
+# The shipped alerting rules (deploy/prometheus), checked and unit-tested
+# with promtool from Debian's prometheus package (installed by test-deps).
+rules-test: test-deps
+	@if command -v promtool >/dev/null 2>&1; then \
+	  cd deploy/prometheus && promtool check rules cairn-rules.yml && promtool test rules cairn-rules_test.yml; \
+	else echo "rules-test: skipped, promtool is not installed"; fi
 
 lint:
 	@out="$$(gofmt -l cmd internal client test 2>/dev/null)"; \

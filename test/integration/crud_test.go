@@ -571,6 +571,9 @@ func testEndpoints(t *testing.T, c *cluster) {
 			t.Fatalf("GET /metrics via node %d: %d %v %.200s", j, code, err, body)
 		}
 		checkShardMetrics(t, j, body, ci.Shards)
+		if j == 1 {
+			checkDeployMetrics(t, body)
+		}
 		if code, _, err := c.get(j, "/debug/pprof/"); code != 200 {
 			t.Fatalf("GET /debug/pprof/ via node %d: %d %v", j, code, err)
 		}
