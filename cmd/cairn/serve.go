@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -30,6 +32,7 @@ func newServeCmd() *cobra.Command {
 		cacheSize                          int64
 		unsafeNoSync                       bool
 		faultInjection                     bool
+		etcdAddr                           string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +53,10 @@ func newServeCmd() *cobra.Command {
 			if peerAddr == "" {
 				peerAddr = peers[nodeID]
 			}
+			etcd, etcdOptional, err := etcdListenAddr(etcdAddr, cmd.Flags().Changed("etcd-addr"), httpAddr)
+			if err != nil {
+				return err
+			}
 			if unsafeNoSync {
 				slog.Warn("UNSAFE: --unsafe-no-sync is on; acknowledged writes can be lost on a crash")
 			}
@@ -60,6 +67,7 @@ func newServeCmd() *cobra.Command {
 				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
+				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
 			})
 			if err != nil {
 				return err
@@ -90,6 +98,7 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
+	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd
 }
@@ -117,4 +126,22 @@ func stopWithin(srv *server.Server, sig <-chan os.Signal, timeout time.Duration)
 	case <-hard.C:
 		return fmt.Errorf("the clean stop took over %s: exiting without it", timeout+5*time.Second)
 	}
+}
+
+// etcdListenAddr is where the etcd API listens: the flag's value when set
+// ("off": nowhere), else the HTTP port + 100 — optional then: a busy port
+// is a warning, not a failure to start.
+func etcdListenAddr(flag string, set bool, httpAddr string) (addr string, optional bool, err error) {
+	if set {
+		if flag == "off" {
+			return "", false, nil
+		}
+		return flag, false, nil
+	}
+	host, port, err := net.SplitHostPort(httpAddr)
+	p, perr := strconv.Atoi(port)
+	if err != nil || perr != nil || p+100 > 65535 {
+		return "", true, nil
+	}
+	return net.JoinHostPort(host, strconv.Itoa(p+100)), true, nil
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	etcdapi "github.com/cairn-db/cairn/internal/api/etcd"
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -63,6 +64,11 @@ type Config struct {
 	// CacheSize is the bytes of Pebble's block cache (0: the storage
 	// default).
 	CacheSize int64
+	// EtcdAddr is where the etcd v3 gRPC API listens; "" turns it off.
+	EtcdAddr string
+	// EtcdAddrOptional: when EtcdAddr cannot be listened on, warn and run
+	// without the etcd API instead of failing (for a default address).
+	EtcdAddrOptional bool
 	// FaultInjection enables the admin fault hook (partitions, disk
 	// stalls) used by `cairn chaos`. Never on in production.
 	FaultInjection bool
@@ -116,6 +122,8 @@ type Server struct {
 	fresh         bool
 	log           *slog.Logger
 	faulty        *transport.Faulty
+	etcd          *etcdapi.Server
+	etcdLis       net.Listener
 	// bg runs the runtime tuning goroutine (TuneRuntime).
 	// stopping ends when Stop begins: long API runs (profiles, traces)
 	// end with it.
@@ -311,6 +319,9 @@ func (s *Server) build() error {
 	if err != nil {
 		return fmt.Errorf("server: listen %s: %w", cfg.HTTPAddr, err)
 	}
+	if err := s.startEtcd(id); err != nil {
+		return err
+	}
 	// HTTP/1.1 with pipelined requests served concurrently (internal/http1)
 	// for curl, wrk-style and pipelining clients, and HTTP/2 without TLS
 	// (prior knowledge, "h2c") on the same port for clients that multiplex
@@ -368,7 +379,8 @@ func (s *Server) Start() {
 			s.log.Error("http server", "err", err)
 		}
 	}()
-	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "fresh", s.fresh,
+	s.serveEtcd()
+	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "etcd", s.EtcdAddr(), "fresh", s.fresh,
 		"replicas", len(s.store.Replicas()))
 }
 
@@ -381,11 +393,19 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
 	}
+	grace := time.Second
+	if d, ok := ctx.Deadline(); ok {
+		grace = max(time.Until(d), 0)
+	}
+	s.stopEtcd(grace)
 	s.closeAll()
 	return nil
 }
 
 func (s *Server) closeAll() {
+	if s.etcdLis != nil {
+		_ = s.etcdLis.Close() // already closed when the etcd API served
+	}
 	if s.tr != nil {
 		s.tr.Close()
 	}

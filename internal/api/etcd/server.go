@@ -1,0 +1,146 @@
+package etcdapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// Backend is what the etcd API needs of a node: the coordinator's reads,
+// writes and cluster views. *kv.Coordinator implements it.
+type Backend interface {
+	Get(ctx context.Context, key []byte, opts kv.ReadOptions) (kv.Value, error)
+	Put(ctx context.Context, key, value []byte, opts kv.WriteOptions) (uint64, bool, error)
+	Delete(ctx context.Context, key []byte, opts kv.WriteOptions) (uint64, error)
+	Status() kv.NodeStatus
+	Cluster(ctx context.Context) kv.ClusterInfo
+}
+
+// Config configures the etcd API server. New fills its defaults
+// (EnsureDefaults) and validates it.
+type Config struct {
+	// ClusterID is reported in every response header; it must be the same
+	// on every node of a cluster. Required.
+	ClusterID uint64
+	// MemberID is this node's id (Cairn's node id). Required.
+	MemberID uint64
+	// MaxKeySize and MaxValueSize bound a key and a value in bytes, as on
+	// the HTTP API. Defaults 4096 and 8 MiB.
+	MaxKeySize, MaxValueSize int
+	// RequestTimeout bounds a call without a deadline of its own. Default 5 s.
+	RequestTimeout time.Duration
+	// EtcdPortOffset is added to a member's HTTP port to name its etcd
+	// client URL in MemberList (cairn serve's default --etcd-addr is the
+	// HTTP port + 100). Default 100.
+	EtcdPortOffset int
+	// Logger; default slog.Default().
+	Logger *slog.Logger
+}
+
+// EnsureDefaults returns a copy of c with every zero field set to its
+// default.
+func (c Config) EnsureDefaults() Config {
+	if c.MaxKeySize == 0 {
+		c.MaxKeySize = 4096
+	}
+	if c.MaxValueSize == 0 {
+		c.MaxValueSize = 8 << 20
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 5 * time.Second
+	}
+	if c.EtcdPortOffset == 0 {
+		c.EtcdPortOffset = 100
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// ErrInvalidConfig is wrapped by Validate's errors.
+var ErrInvalidConfig = errors.New("etcdapi: invalid config")
+
+// Validate reports the first field of c (filled by EnsureDefaults) that is
+// out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.ClusterID == 0 || c.MemberID == 0:
+		return fmt.Errorf("%w: ClusterID and MemberID are required", ErrInvalidConfig)
+	case c.MaxKeySize < 1 || c.MaxValueSize < 1:
+		return fmt.Errorf("%w: MaxKeySize %d and MaxValueSize %d: want at least 1", ErrInvalidConfig, c.MaxKeySize, c.MaxValueSize)
+	case c.RequestTimeout <= 0:
+		return fmt.Errorf("%w: RequestTimeout %v: want more than 0", ErrInvalidConfig, c.RequestTimeout)
+	}
+	return nil
+}
+
+// Server serves the etcd v3 API over a Backend.
+type Server struct {
+	b   Backend
+	cfg Config
+	g   *grpc.Server
+}
+
+// New returns a Server over b; Serve starts it.
+func New(b Backend, cfg Config) (*Server, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Server{b: b, cfg: cfg}
+	s.g = grpc.NewServer(
+		grpc.MaxRecvMsgSize(cfg.MaxKeySize+cfg.MaxValueSize+64<<10),
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+	)
+	pb.RegisterKVServer(s.g, &kvServer{s: s})
+	pb.RegisterClusterServer(s.g, &clusterServer{s: s})
+	pb.RegisterMaintenanceServer(s.g, &maintenanceServer{s: s})
+	pb.RegisterLeaseServer(s.g, &pb.UnimplementedLeaseServer{})
+	pb.RegisterWatchServer(s.g, &pb.UnimplementedWatchServer{})
+	pb.RegisterAuthServer(s.g, &pb.UnimplementedAuthServer{})
+	return s, nil
+}
+
+// Serve serves on lis until Stop; it returns nil after Stop.
+func (s *Server) Serve(lis net.Listener) error {
+	err := s.g.Serve(lis)
+	if errors.Is(err, grpc.ErrServerStopped) {
+		return nil
+	}
+	return err
+}
+
+// Stop ends every call: it waits up to grace for calls in flight, then
+// cuts them.
+func (s *Server) Stop(grace time.Duration) {
+	done := make(chan struct{})
+	go func() { s.g.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(grace):
+		s.g.Stop()
+	}
+}
+
+// header is the response header of a call that saw revision rev.
+func (s *Server) header(rev uint64) *pb.ResponseHeader {
+	return &pb.ResponseHeader{ClusterId: s.cfg.ClusterID, MemberId: s.cfg.MemberID, Revision: int64(rev)}
+}
+
+// withDeadline bounds ctx by the configured timeout when it has none.
+func (s *Server) withDeadline(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}

@@ -1,0 +1,269 @@
+package etcdapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// Txn runs a transaction whose compares and operations all name one key
+// (see the package doc): read the key, evaluate the compares, run the
+// chosen branch's write on condition that the key is still as read, and
+// start again from the read when it is not.
+func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, error) {
+	s := k.s
+	key, err := s.txnKey(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
+	for range maxCASAttempts {
+		cur, exists, err := s.current(ctx, key)
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		ok := true
+		for _, c := range r.Compare {
+			ok = ok && compareHolds(c, cur, exists)
+		}
+		ops := r.Success
+		if !ok {
+			ops = r.Failure
+		}
+		resp, err := s.runOps(ctx, key, ops, cur, exists, len(r.Compare) > 0)
+		if errors.Is(err, kv.ErrPreconditionFailed) {
+			continue // the key changed since the read: evaluate again
+		}
+		if err != nil {
+			return nil, err
+		}
+		resp.Succeeded = ok
+		return resp, nil
+	}
+	return nil, contended(key)
+}
+
+// txnKey checks that every compare and operation of r names the same
+// single key, and returns it.
+func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
+	var key []byte
+	same := func(k, end []byte) error {
+		if err := s.checkKey(k); err != nil {
+			return err
+		}
+		if len(end) > 0 {
+			return notSupported("a Txn over a range of keys is not served yet")
+		}
+		if key == nil {
+			key = k
+		} else if !bytes.Equal(key, k) {
+			return notSupported("a Txn's compares and operations must all name one key")
+		}
+		return nil
+	}
+	for _, c := range r.Compare {
+		if err := same(c.Key, c.RangeEnd); err != nil {
+			return nil, err
+		}
+		if err := compareSupported(c); err != nil {
+			return nil, err
+		}
+	}
+	for _, ops := range [][]*pb.RequestOp{r.Success, r.Failure} {
+		writes := 0
+		for _, op := range ops {
+			switch o := op.Request.(type) {
+			case *pb.RequestOp_RequestRange:
+				if o.RequestRange.Revision != 0 {
+					return nil, notSupported("reads at a past revision: Cairn keeps no history")
+				}
+				if err := same(o.RequestRange.Key, o.RequestRange.RangeEnd); err != nil {
+					return nil, err
+				}
+			case *pb.RequestOp_RequestPut:
+				if o.RequestPut.Lease != 0 {
+					return nil, notSupported("leases are not served yet")
+				}
+				if len(o.RequestPut.Value) > s.cfg.MaxValueSize {
+					return nil, rpctypes.ErrGRPCRequestTooLarge
+				}
+				if err := same(o.RequestPut.Key, nil); err != nil {
+					return nil, err
+				}
+				writes++
+			case *pb.RequestOp_RequestDeleteRange:
+				if err := same(o.RequestDeleteRange.Key, o.RequestDeleteRange.RangeEnd); err != nil {
+					return nil, err
+				}
+				writes++
+			default:
+				return nil, notSupported("nested Txns are not served")
+			}
+		}
+		if writes > 1 {
+			return nil, rpctypes.ErrGRPCDuplicateKey
+		}
+	}
+	if key == nil {
+		return nil, notSupported("an empty Txn")
+	}
+	return key, nil
+}
+
+// compareSupported accepts the compares Cairn evaluates exactly: value,
+// mod_revision and lease any way, version and create_revision only
+// against 0 (does the key exist).
+func compareSupported(c *pb.Compare) error {
+	switch c.Target {
+	case pb.Compare_VALUE, pb.Compare_MOD, pb.Compare_LEASE:
+		return nil
+	case pb.Compare_VERSION:
+		if c.GetVersion() == 0 {
+			return nil
+		}
+	case pb.Compare_CREATE:
+		if c.GetCreateRevision() == 0 {
+			return nil
+		}
+	}
+	return notSupported("Cairn records no creation revision or modification count: compare version or create_revision only with 0")
+}
+
+// compareHolds evaluates c against the key as read. An absent key has
+// revisions, version and lease 0, and no value (a value compare fails),
+// as in etcd.
+func compareHolds(c *pb.Compare, cur kv.Value, exists bool) bool {
+	var have, want int64
+	switch c.Target {
+	case pb.Compare_VALUE:
+		if !exists {
+			return false
+		}
+		return cmpResult(c.Result, bytes.Compare(cur.Data, c.GetValue()))
+	case pb.Compare_MOD:
+		want = c.GetModRevision()
+		if exists {
+			have = int64(cur.Version)
+		}
+	case pb.Compare_VERSION:
+		want = c.GetVersion()
+		if exists {
+			have = 1
+		}
+	case pb.Compare_CREATE:
+		want = c.GetCreateRevision()
+		if exists {
+			have = int64(cur.Version)
+		}
+	case pb.Compare_LEASE:
+		want = c.GetLease() // Cairn keys have no lease: have stays 0
+	}
+	switch {
+	case have < want:
+		return cmpResult(c.Result, -1)
+	case have > want:
+		return cmpResult(c.Result, 1)
+	}
+	return cmpResult(c.Result, 0)
+}
+
+func cmpResult(r pb.Compare_CompareResult, sign int) bool {
+	switch r {
+	case pb.Compare_EQUAL:
+		return sign == 0
+	case pb.Compare_NOT_EQUAL:
+		return sign != 0
+	case pb.Compare_GREATER:
+		return sign > 0
+	case pb.Compare_LESS:
+		return sign < 0
+	}
+	return false
+}
+
+// runOps runs a branch on key, as read (cur, exists): its write, if any,
+// on condition that the key is unchanged when guarded, and its reads
+// answered from the state before or after the write, in order.
+func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cur kv.Value, exists, guarded bool) (*pb.TxnResponse, error) {
+	opts := kv.WriteOptions{}
+	if guarded {
+		opts = ifUnchanged(cur, exists)
+	}
+	resp := &pb.TxnResponse{}
+	rev := uint64(0)
+	if exists {
+		rev = cur.Version
+	}
+	for _, op := range ops {
+		switch o := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			rr := &pb.RangeResponse{Header: s.header(rev)}
+			if exists && revisionFilters(o.RequestRange, int64(cur.Version)) {
+				rr.Count = 1
+				if !o.RequestRange.CountOnly {
+					rr.Kvs = []*mvccpb.KeyValue{keyValue(key, cur, o.RequestRange.KeysOnly)}
+				}
+			}
+			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
+		case *pb.RequestOp_RequestPut:
+			value := o.RequestPut.Value
+			if o.RequestPut.IgnoreValue {
+				if !exists {
+					return nil, rpctypes.ErrGRPCKeyNotFound
+				}
+				value = cur.Data
+			}
+			if !guarded && (o.RequestPut.PrevKv || o.RequestPut.IgnoreValue) {
+				opts = ifUnchanged(cur, exists) // the previous value must be the one read
+			}
+			ver, _, err := s.b.Put(ctx, key, value, opts)
+			if err != nil {
+				return nil, passCond(err)
+			}
+			pr := &pb.PutResponse{Header: s.header(ver)}
+			if o.RequestPut.PrevKv && exists {
+				pr.PrevKv = keyValue(key, cur, false)
+			}
+			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}})
+			cur, exists, rev = kv.Value{Data: value, Version: ver}, true, ver
+		case *pb.RequestOp_RequestDeleteRange:
+			dr := &pb.DeleteRangeResponse{Header: s.header(rev)}
+			if exists {
+				if !guarded && o.RequestDeleteRange.PrevKv {
+					opts = ifUnchanged(cur, exists)
+				}
+				ver, err := s.b.Delete(ctx, key, opts)
+				switch {
+				case errors.Is(err, kv.ErrNotFound):
+					return nil, kv.ErrPreconditionFailed // deleted since the read: evaluate again
+				case err != nil:
+					return nil, passCond(err)
+				}
+				dr.Header, dr.Deleted = s.header(ver), 1
+				if o.RequestDeleteRange.PrevKv {
+					dr.PrevKvs = []*mvccpb.KeyValue{keyValue(key, cur, false)}
+				}
+				cur, exists, rev = kv.Value{}, false, ver
+			}
+			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseDeleteRange{ResponseDeleteRange: dr}})
+		}
+	}
+	resp.Header = s.header(rev)
+	return resp, nil
+}
+
+// passCond keeps kv.ErrPreconditionFailed (the caller evaluates the Txn
+// again) and maps every other error for the client.
+func passCond(err error) error {
+	if errors.Is(err, kv.ErrPreconditionFailed) {
+		return err
+	}
+	return grpcError(err)
+}
