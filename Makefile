@@ -23,12 +23,13 @@ demo: build
 test: lint race fuzz test-deps rules-test integration docker-test
 
 # Debian's etcd-server, for the integration test that benchmarks a real etcd
-# next to Cairn; that test skips (and says so) when it cannot be installed.
+# next to Cairn, and etcd-client (etcdctl), for the etcd API test; those
+# tests skip (and say so) when they cannot be installed.
 test-deps:
-	@command -v etcd >/dev/null 2>&1 || { \
+	@{ command -v etcd && command -v etcdctl; } >/dev/null 2>&1 || { \
 	  echo "installing Debian's etcd-server for TestBenchAgainstEtcd…"; \
 	  SUDO=""; [ "$$(id -u)" -eq 0 ] || SUDO="sudo -n"; \
-	  { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server; } >/dev/null 2>&1 \
+	  { $$SUDO apt-get update -qq && $$SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server etcd-client; } >/dev/null 2>&1 \
 	    || echo "etcd-server could not be installed: TestBenchAgainstEtcd will skip"; }
 	@command -v promtool >/dev/null 2>&1 || { \
 	  echo "installing Debian's prometheus for promtool (make rules-test)…"; \

@@ -129,15 +129,17 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 		return err
 	}
 	httpAddrs := make([]string, o.nodes)
+	etcdAddrs := make([]string, o.nodes)
 	ips := make([]string, o.nodes)
 	for i := range httpAddrs {
 		httpAddrs[i] = net.JoinHostPort(o.host, fmt.Sprint(o.httpPort+i))
+		etcdAddrs[i] = net.JoinHostPort(o.host, fmt.Sprint(o.httpPort+100+i))
 		ips[i] = o.host
 	}
 	var outMu sync.Mutex
 	var stopping atomic.Bool
 	c, err := launcher.New(launcher.Config{
-		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers,
+		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers, EtcdAddrs: etcdAddrs,
 		Shards: o.shards, Replication: o.replication, Extra: []string{"--log-format", o.logFormat},
 		StopTimeout: demoStopTimeout,
 		Output: func(id int) io.Writer {
@@ -260,7 +262,7 @@ func printEndpoints(w io.Writer, o demoOpts, c *launcher.Cluster) {
 	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, c.Replication(), o.dataDir)
 	for id := 1; id <= c.Size(); id++ {
 		n := c.Node(id)
-		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.ID, n.HTTPAddr, n.PeerAddr)
+		fmt.Fprintf(w, "  node %d   http://%s   (peer %s, etcd API %s)\n", n.ID, n.HTTPAddr, n.PeerAddr, n.EtcdAddr)
 	}
 	a := c.URL(1)
 	b := c.URL(c.Size())
@@ -271,7 +273,8 @@ Try:
   curl -i -X PUT --data-binary 'world' %[1]s/v1/kv/greeting
   curl -i %[2]s/v1/kv/greeting
   curl -s %[1]s/v1/cluster
+  etcdctl --endpoints=%[3]s put a 1 && etcdctl --endpoints=%[3]s get a
 
 Ctrl-C stops every node.
-`, a, b)
+`, a, b, c.Node(1).EtcdAddr)
 }

@@ -5,6 +5,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -19,6 +20,9 @@ type Node struct {
 	ID       int
 	HTTPAddr string
 	PeerAddr string
+	// EtcdAddr is where the node serves the etcd v3 API; "" when the
+	// binary has no --etcd-addr flag (an older Cairn).
+	EtcdAddr string
 	Dir      string // data dir, kept across restarts
 	LogPath  string // stdout and stderr of every run, appended (without Config.Output)
 
@@ -51,11 +55,22 @@ func New(cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Every node gets an etcd API address of its own: the default (HTTP
+	// port + 100) could be another node's port.
+	var etcdAddrs []string
+	if hasFlag(cfg.Bin, "--etcd-addr") {
+		if etcdAddrs, err = addrs(cfg.EtcdAddrs, cfg.IPs); err != nil {
+			return nil, err
+		}
+	}
 	c := &Cluster{cfg: cfg, hc: &http.Client{Timeout: 5 * time.Second}}
 	var peers []string
 	for i := 1; i <= cfg.Nodes; i++ {
 		c.nodes = append(c.nodes, &Node{ID: i, HTTPAddr: httpAddrs[i-1], PeerAddr: peerAddrs[i-1],
 			Dir: filepath.Join(cfg.Dir, fmt.Sprint("node-", i)), LogPath: filepath.Join(cfg.Dir, fmt.Sprintf("node-%d.log", i))})
+		if etcdAddrs != nil {
+			c.nodes[i-1].EtcdAddr = etcdAddrs[i-1]
+		}
 		peers = append(peers, fmt.Sprintf("%d=%s", i, peerAddrs[i-1]))
 	}
 	c.args = append([]string{"--initial-cluster", strings.Join(peers, ","), "--shards", fmt.Sprint(cfg.Shards),
@@ -161,4 +176,11 @@ func (c *Cluster) Exited(id int) <-chan struct{} {
 func (c *Cluster) Log(id int) string {
 	b, _ := os.ReadFile(c.Node(id).LogPath)
 	return string(b)
+}
+
+// hasFlag reports whether `bin serve` knows flag (binaries of earlier
+// Cairn versions, run by A/B comparisons, may not).
+func hasFlag(bin, flag string) bool {
+	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+	return strings.Contains(string(out), flag+" ")
 }

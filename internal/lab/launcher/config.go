@@ -29,6 +29,9 @@ type Config struct {
 	// Nodes each); default (nil) free ports on IPs, picked at New. Fixed
 	// addresses must be free at New (else ErrAddrInUse).
 	HTTPAddrs, PeerAddrs []string
+	// EtcdAddrs fixes the nodes' etcd API addresses the same way; default
+	// (nil) free ports. Unused when the binary has no --etcd-addr flag.
+	EtcdAddrs []string
 	// Shards at bootstrap, a count; default 0 leaves cairn serve's default
 	// (one per node).
 	Shards int
@@ -98,7 +101,7 @@ func (c Config) Validate() error {
 	for _, l := range []struct {
 		name  string
 		addrs []string
-	}{{"IPs", c.IPs}, {"HTTPAddrs", c.HTTPAddrs}, {"PeerAddrs", c.PeerAddrs}} {
+	}{{"IPs", c.IPs}, {"HTTPAddrs", c.HTTPAddrs}, {"PeerAddrs", c.PeerAddrs}, {"EtcdAddrs", c.EtcdAddrs}} {
 		if l.addrs != nil && len(l.addrs) != c.Nodes {
 			return fmt.Errorf("%w: %d %s for %d nodes", ErrInvalidConfig, len(l.addrs), l.name, c.Nodes)
 		}

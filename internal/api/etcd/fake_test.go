@@ -1,0 +1,113 @@
+package etcdapi
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// fakeBackend is an in-memory coordinator: versions are a global counter
+// (as a log index would be), conditions are checked as the state machine
+// checks them. beforeWrite, when set, runs before each write (a test uses
+// it to slip another client's write in between a read and a write).
+type fakeBackend struct {
+	mu          sync.Mutex
+	data        map[string]kv.Value
+	index       uint64
+	writes      int
+	beforeWrite func(f *fakeBackend)
+}
+
+func newFake() *fakeBackend { return &fakeBackend{data: map[string]kv.Value{}} }
+
+func (f *fakeBackend) Get(_ context.Context, key []byte, _ kv.ReadOptions) (kv.Value, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.data[string(key)]
+	if !ok {
+		return kv.Value{}, kv.ErrNotFound
+	}
+	return v, nil
+}
+
+func (f *fakeBackend) hook() {
+	if h := f.beforeWrite; h != nil {
+		f.beforeWrite = nil
+		h(f)
+	}
+}
+
+// set writes directly, as another client would.
+func (f *fakeBackend) set(key, value string) uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	f.data[key] = kv.Value{Data: []byte(value), Version: f.index}
+	return f.index
+}
+
+func (f *fakeBackend) check(key []byte, opts kv.WriteOptions) error {
+	v, ok := f.data[string(key)]
+	switch opts.Cond {
+	case kv.CondIfMatch:
+		if !ok || v.Version != opts.Version {
+			return kv.ErrPreconditionFailed
+		}
+	case kv.CondIfAbsent:
+		if ok {
+			return kv.ErrPreconditionFailed
+		}
+	}
+	return nil
+}
+
+func (f *fakeBackend) Put(_ context.Context, key, value []byte, opts kv.WriteOptions) (uint64, bool, error) {
+	f.hook()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(key, opts); err != nil {
+		return 0, false, err
+	}
+	_, existed := f.data[string(key)]
+	f.index++
+	f.writes++
+	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index}
+	return f.index, !existed, nil
+}
+
+func (f *fakeBackend) Delete(_ context.Context, key []byte, opts kv.WriteOptions) (uint64, error) {
+	f.hook()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.check(key, opts); err != nil {
+		return 0, err
+	}
+	if _, ok := f.data[string(key)]; !ok {
+		return 0, kv.ErrNotFound
+	}
+	f.index++
+	f.writes++
+	delete(f.data, string(key))
+	return f.index, nil
+}
+
+func (f *fakeBackend) Status() kv.NodeStatus { return kv.NodeStatus{NodeID: 1} }
+
+func (f *fakeBackend) Cluster(context.Context) kv.ClusterInfo {
+	return kv.ClusterInfo{NodeID: 1, Members: []kv.MemberInfo{
+		{NodeID: 1, PeerAddr: "127.0.0.1:9080", HTTPAddr: "127.0.0.1:8080"},
+		{NodeID: 2, PeerAddr: "127.0.0.1:9081", HTTPAddr: "127.0.0.1:8081"},
+	}, Shards: []kv.ShardInfo{{ID: 1, Leader: 2, Term: 3, Applied: 40, Commit: 41}}}
+}
+
+func newTestServer(t *testing.T) (*Server, *fakeBackend) {
+	t.Helper()
+	f := newFake()
+	s, err := New(f, Config{ClusterID: 7, MemberID: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, f
+}
