@@ -33,6 +33,7 @@ func TestHealthyCluster(t *testing.T) {
 	t.Run("RequestIDReuse", func(t *testing.T) { testRequestIDReuse(t, c) })
 	t.Run("StatusClusterMetrics", func(t *testing.T) { testEndpoints(t, c) })
 	t.Run("HTTP2WithoutTLS", func(t *testing.T) { testH2C(t, c) })
+	t.Run("BackupRoute", func(t *testing.T) { testBackupRoute(t, c) })
 }
 
 // testH2C: every node also speaks HTTP/2 without TLS (prior knowledge), and

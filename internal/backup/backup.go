@@ -1,0 +1,286 @@
+package backup
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Manifest is a backup's manifest.json.
+type Manifest struct {
+	Format      int           `json:"format"`
+	Endpoint    string        `json:"endpoint"`
+	Replication int           `json:"replication"`
+	Started     time.Time     `json:"started"`
+	Finished    time.Time     `json:"finished"`
+	Shards      []ShardBackup `json:"shards"`
+}
+
+// ShardBackup describes one shard's file.
+type ShardBackup struct {
+	wire.BackupHeader
+	File   string `json:"file"`
+	Keys   uint64 `json:"keys"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// Node is the node whose replica sent the data.
+	Node uint64 `json:"node"`
+}
+
+// Keys is the total key count.
+func (m Manifest) Keys() (n uint64) {
+	for _, s := range m.Shards {
+		n += s.Keys
+	}
+	return n
+}
+
+// Bytes is the total size of the shard files.
+func (m Manifest) Bytes() (n int64) {
+	for _, s := range m.Shards {
+		n += s.Bytes
+	}
+	return n
+}
+
+const manifestFile = "manifest.json"
+
+// Limits a backup's reader applies to each record (a node's own limits
+// are lower).
+const (
+	maxKey  = 64 << 10
+	maxData = 1 << 30
+)
+
+// Config of a backup. Backup fills its defaults and validates it.
+type Config struct {
+	// Endpoint is any node's URL. Required.
+	Endpoint string
+	// Dir receives the backup; it must not exist or be empty. Required.
+	Dir string
+	// Parallel is how many shards stream at once. Default 2.
+	Parallel int
+	// Progress, when set, receives a line per shard.
+	Progress io.Writer
+}
+
+// EnsureDefaults returns a copy of c with every zero field set to its
+// default.
+func (c Config) EnsureDefaults() Config {
+	if c.Parallel == 0 {
+		c.Parallel = 2
+	}
+	return c
+}
+
+// ErrInvalidConfig is wrapped by Validate's errors.
+var ErrInvalidConfig = errors.New("backup: invalid config")
+
+// Validate reports the first field of c (filled by EnsureDefaults) that is
+// out of range.
+func (c Config) Validate() error {
+	switch {
+	case c.Endpoint == "" || c.Dir == "":
+		return fmt.Errorf("%w: Endpoint and Dir are required", ErrInvalidConfig)
+	case c.Parallel < 1:
+		return fmt.Errorf("%w: Parallel %d: want at least 1", ErrInvalidConfig, c.Parallel)
+	}
+	return nil
+}
+
+// h2c is an HTTP client that speaks HTTP/2 without TLS (prior knowledge):
+// nodes serve backup streams over HTTP/2 only.
+func h2c() *http.Client {
+	p := new(http.Protocols)
+	p.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: &http.Transport{Protocols: p}}
+}
+
+// Backup takes a backup of the cluster cfg.Endpoint belongs to.
+func Backup(ctx context.Context, cfg Config) (Manifest, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Manifest{}, err
+	}
+	if err := emptyDir(cfg.Dir); err != nil {
+		return Manifest{}, err
+	}
+	m := Manifest{Format: wire.BackupFormat, Endpoint: cfg.Endpoint, Started: time.Now().UTC()}
+	ci, err := client.NewAdmin(cfg.Endpoint, nil).Cluster(ctx)
+	if err != nil {
+		return m, fmt.Errorf("backup: reading the cluster from %s: %w", cfg.Endpoint, err)
+	}
+	m.Replication = ci.Replication
+	addrs := map[uint64]string{}
+	for _, mem := range ci.Members {
+		addrs[mem.NodeID] = mem.HTTPAddr
+	}
+	hc := h2c()
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, cfg.Parallel)
+	)
+	for _, s := range ci.Shards {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func(s client.ShardInfo) {
+			defer func() { <-sem; wg.Done() }()
+			sb, err := backupShard(ctx, hc, s, addrs, cfg.Dir)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			m.Shards = append(m.Shards, sb)
+			if cfg.Progress != nil {
+				fmt.Fprintf(cfg.Progress, "shard %d: %d keys, %d bytes at applied index %d (from node %d)\n", sb.Shard, sb.Keys, sb.Bytes, sb.Applied, sb.Node)
+			}
+		}(s)
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return m, err
+	}
+	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].Shard < m.Shards[j].Shard })
+	m.Finished = time.Now().UTC()
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return m, err
+	}
+	// The manifest last: a directory without one is no backup.
+	return m, writeFileSync(filepath.Join(cfg.Dir, manifestFile), b)
+}
+
+// backupShard streams shard s from its leader (else another replica) into
+// dir, checking the stream as it is written.
+func backupShard(ctx context.Context, hc *http.Client, s client.ShardInfo, addrs map[uint64]string, dir string) (ShardBackup, error) {
+	nodes := append([]uint64{s.Leader}, s.Replicas...)
+	var last error
+	for _, n := range nodes {
+		if n == 0 || addrs[n] == "" {
+			continue
+		}
+		sb, err := fetchShard(ctx, hc, s.ID, n, addrs[n], dir)
+		if err == nil {
+			return sb, nil
+		}
+		last = err
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return ShardBackup{}, fmt.Errorf("backup: shard %d: %w", s.ID, last)
+}
+
+func fetchShard(ctx context.Context, hc *http.Client, shard, node uint64, addr, dir string) (ShardBackup, error) {
+	url := fmt.Sprintf("http://%s/v1/admin/backup/shards/%d", strings.TrimPrefix(addr, "http://"), shard)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return ShardBackup{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return ShardBackup{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return ShardBackup{}, fmt.Errorf("node %d: %s: %s", node, resp.Status, strings.TrimSpace(string(b)))
+	}
+	name := fmt.Sprintf("shard-%d.cbk", shard)
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return ShardBackup{}, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	cw := &counter{}
+	// Read the stream as it is written to the file: a stream cut short
+	// fails here, not at restore.
+	sb, err := readStream(io.TeeReader(resp.Body, io.MultiWriter(f, h, cw)))
+	if err != nil {
+		return ShardBackup{}, fmt.Errorf("node %d: %w", node, err)
+	}
+	if err := f.Sync(); err != nil {
+		return ShardBackup{}, err
+	}
+	sb.File, sb.Bytes, sb.SHA256, sb.Node = name, cw.n, hex.EncodeToString(h.Sum(nil)), node
+	return sb, nil
+}
+
+// readStream reads a whole backup stream, checking its end, and returns
+// its header and key count.
+func readStream(r io.Reader) (ShardBackup, error) {
+	return eachRecord(r, func([]byte, []byte) error { return nil })
+}
+
+// eachRecord reads a backup stream and calls fn for every record.
+func eachRecord(r io.Reader, fn func(key, data []byte) error) (ShardBackup, error) {
+	br, err := wire.NewBackupReader(r)
+	if err != nil {
+		return ShardBackup{}, err
+	}
+	for {
+		key, _, data, err := br.Next(maxKey, maxData)
+		if err == io.EOF {
+			return ShardBackup{BackupHeader: br.Header, Keys: br.Count()}, nil
+		}
+		if err != nil {
+			return ShardBackup{}, err
+		}
+		if err := fn(key, data); err != nil {
+			return ShardBackup{}, err
+		}
+	}
+}
+
+type counter struct{ n int64 }
+
+func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
+
+func emptyDir(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return os.MkdirAll(dir, 0o755)
+	}
+	if err != nil {
+		return err
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("backup: %s is not empty", dir)
+	}
+	return nil
+}
+
+func writeFileSync(path string, b []byte) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

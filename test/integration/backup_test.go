@@ -1,0 +1,141 @@
+package integration
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/backup"
+)
+
+// TestBackupUnderLoadRestoreElsewhere takes `cairn backup` of a
+// three-node cluster while clients keep writing, then `cairn restore`s it
+// into a fresh five-node cluster: every write acknowledged before the
+// backup started is there with its value. A damaged backup is refused.
+func TestBackupUnderLoadRestoreElsewhere(t *testing.T) {
+	src := newCluster(t, 3)
+	cl, err := client.New(src.lc.Endpoints(), client.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type write struct {
+		key, value string
+		acked      time.Time
+	}
+	var (
+		mu        sync.Mutex
+		acked     []write
+		wg        sync.WaitGroup
+		ctx, stop = context.WithCancel(context.Background())
+	)
+	defer stop()
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ctx.Err() == nil; i++ {
+				k, v := fmt.Sprintf("bk/%d/%d", w, i), fmt.Sprintf("value-%d-%d", w, i)
+				if _, err := cl.Put(ctx, []byte(k), []byte(v), client.PutOptions{}); err != nil {
+					continue
+				}
+				mu.Lock()
+				acked = append(acked, write{k, v, time.Now()})
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(2 * time.Second) // some data before the backup
+
+	dir := filepath.Join(t.TempDir(), "backup")
+	start := time.Now()
+	out, err := exec.Command(binary, "backup", "--endpoint", src.url(1), "--to", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cairn backup: %v\n%s", err, out)
+	}
+	t.Logf("cairn backup under load: %s", strings.TrimSpace(lastLine(string(out))))
+	time.Sleep(500 * time.Millisecond) // writes go on after the backup
+	stop()
+	wg.Wait()
+
+	var before []write
+	for _, w := range acked {
+		if w.acked.Before(start) {
+			before = append(before, w)
+		}
+	}
+	if len(before) < 100 || len(acked) == len(before) {
+		t.Fatalf("%d writes acknowledged before the backup, %d in all: the load did not run across it", len(before), len(acked))
+	}
+	m, err := backup.Verify(dir)
+	if err != nil || len(m.Shards) != 16 {
+		t.Fatalf("verify: %v, %d shards", err, len(m.Shards))
+	}
+
+	dst := newCluster(t, 5)
+	out, err = exec.Command(binary, "restore", "--from", dir, "--endpoints", strings.Join(dst.lc.Endpoints(), ",")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("cairn restore: %v\n%s", err, out)
+	}
+	t.Logf("cairn restore into 5 nodes: %s", strings.TrimSpace(lastLine(string(out))))
+	dcl, err := client.New(dst.lc.Endpoints(), client.Options{Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for _, w := range before {
+		v, err := dcl.Get(context.Background(), []byte(w.key), false)
+		if err != nil || string(v.Value) != w.value {
+			if missing++; missing <= 5 {
+				t.Errorf("%s after restore: %q %v, want %q", w.key, v.Value, err, w.value)
+			}
+		}
+	}
+	if missing > 0 {
+		t.Fatalf("%d of %d writes acknowledged before the backup are missing after the restore", missing, len(before))
+	}
+	t.Logf("%d writes acknowledged before the backup, all restored (%d in the backup, %d acknowledged in all)", len(before), m.Keys(), len(acked))
+
+	// A damaged file is refused, and restore writes nothing from it.
+	f := filepath.Join(dir, m.Shards[0].File)
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/2] ^= 0x10
+	if err := os.WriteFile(f, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := backup.Verify(dir); !errors.Is(err, backup.ErrBadBackup) {
+		t.Fatalf("verify of a damaged backup: %v, want ErrBadBackup", err)
+	}
+	if out, err := exec.Command(binary, "restore", "--from", dir, "--endpoints", dst.url(1)).CombinedOutput(); err == nil {
+		t.Fatalf("restore of a damaged backup succeeded:\n%s", out)
+	}
+}
+
+// testBackupRoute checks the backup route's refusals on a healthy cluster.
+func testBackupRoute(t *testing.T, c *cluster) {
+	for path, want := range map[string]int{
+		"/v1/admin/backup/shards/1":   426, // HTTP/1.1: the stream is HTTP/2 only
+		"/v1/admin/backup/shards/x":   400,
+		"/v1/admin/backup/shards/0":   400,
+		"/v1/admin/backup/shards/999": 426,
+	} {
+		if code, body, _ := c.get(1, path); code != want || !strings.Contains(body, `"error"`) {
+			t.Errorf("GET %s: %d %.200s, want %d with a JSON error", path, code, body, want)
+		}
+	}
+}
+
+func lastLine(s string) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	return l[len(l)-1]
+}
