@@ -142,9 +142,20 @@ func (a *Admin) DiskStall(ctx context.Context, d time.Duration) error {
 	return a.fault(ctx, url.Values{"disk-stall": {d.String()}})
 }
 
-// HealFaults lifts the node's partition and disk stall.
+// ClockSkew sets the offset of the node's clocks (wall and monotonic)
+// from the real ones to d (0: heal).
+func (a *Admin) ClockSkew(ctx context.Context, d time.Duration) error {
+	return a.fault(ctx, url.Values{"clock-skew": {d.String()}})
+}
+
+// ClockJump moves the node's clocks by d, once, from where they are.
+func (a *Admin) ClockJump(ctx context.Context, d time.Duration) error {
+	return a.fault(ctx, url.Values{"clock-jump": {d.String()}})
+}
+
+// HealFaults lifts the node's partition, disk stall and clock offset.
 func (a *Admin) HealFaults(ctx context.Context) error {
-	return a.fault(ctx, url.Values{"partition": {""}, "disk-stall": {"0s"}})
+	return a.fault(ctx, url.Values{"partition": {""}, "disk-stall": {"0s"}, "clock-skew": {"0s"}})
 }
 
 func (a *Admin) fault(ctx context.Context, q url.Values) error {

@@ -78,6 +78,12 @@ func TestAdmin(t *testing.T) {
 	if err := a.DiskStall(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.ClockSkew(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ClockJump(ctx, -time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.HealFaults(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +95,8 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("Hashes on a node without them: %v", err)
 	}
 	want := []string{"GET /v1/cluster", "POST /v1/admin/fault?partition=2%2C3", "POST /v1/admin/fault?disk-stall=1s",
-		"POST /v1/admin/fault?disk-stall=0s&partition=", "POST /v1/admin/fault?partition=9", "GET /v1/admin/hashes"}
+		"POST /v1/admin/fault?clock-skew=2m0s", "POST /v1/admin/fault?clock-jump=-1m0s",
+		"POST /v1/admin/fault?clock-skew=0s&disk-stall=0s&partition=", "POST /v1/admin/fault?partition=9", "GET /v1/admin/hashes"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("requests %q, want %q", got, want)
 	}

@@ -33,8 +33,9 @@ func newChaosCmd() *cobra.Command {
 		Short: "Run fault-injection scenarios against a local cluster and check the results",
 		Long: `Start a local cluster of cairn serve processes (with their fault hook on),
 run a recorded client workload, inject the scenario's faults, heal, and check:
-linearizability per key (porcupine), acknowledged writes lost, replicas
-diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails.`,
+linearizability per key (porcupine), acknowledged writes lost, writes
+applied twice (a retry applied again, a compare-and-set evaluated again),
+replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
@@ -118,7 +119,7 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
 	f.StringVar(&partitions, "partitions", chaos.PartitionsAuto, "how partition faults cut the network: iptables (each node on its own loopback address, packets dropped by the kernel), hook (the nodes' fault hook) or auto (iptables where the lab can use it)")
-	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, cpu=CORES or memory=MB")
+	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, clock-skew=D (the node's clocks off by D while it lasts), clock-jump=D (they step by D once), cpu=CORES or memory=MB")
 	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
 	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
@@ -197,8 +198,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 	if !r.Passed() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "%s: %s — %d ops, linearizable %v, lost writes %d of %d, replicas converged %v\n",
-		s.Name, verdict, r.Ops, r.Linearizable, r.LostWrites, r.AckedWrites, r.ReplicasConverged)
+	fmt.Fprintf(w, "%s: %s — %d ops, linearizable %v, lost writes %d of %d, applied twice %d, replicas converged %v\n",
+		s.Name, verdict, r.Ops, r.Linearizable, r.LostWrites, r.AckedWrites, len(r.AppliedTwice), r.ReplicasConverged)
 	for _, f := range r.Faults {
 		msg := ""
 		if f.Error != "" {
@@ -216,6 +217,9 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 	}
 	if len(r.LostKeys) > 0 {
 		fmt.Fprintf(w, "  lost: %s\n", strings.Join(r.LostKeys[:min(10, len(r.LostKeys))], ", "))
+	}
+	for _, a := range r.AppliedTwice[:min(10, len(r.AppliedTwice))] {
+		fmt.Fprintf(w, "  applied twice: %s\n", a)
 	}
 	for _, dv := range r.Diverged {
 		fmt.Fprintf(w, "  diverged: %s\n", dv)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/store"
@@ -38,6 +39,10 @@ type Config struct {
 	RetryWindow time.Duration
 	Version     string
 	Logger      *slog.Logger
+	// Clock is the node's wall clock where it hands a time to another
+	// node or keeps one (request ids, forwarded deadlines); nil (the
+	// default): the real clock. Fault injection shifts it.
+	Clock *faultclock.Clock
 }
 
 // Coordinator routes operations to shard leaders.
@@ -218,7 +223,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	defer cancel()
 	cmd := wire.Command{RequestID: opts.RequestID, Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
-		cmd.RequestID = c.newRequestID(time.Now().UnixNano())
+		cmd.RequestID = c.newRequestID(c.cfg.Clock.Now().UnixNano())
 	}
 	switch opts.Cond {
 	case CondIfMatch:

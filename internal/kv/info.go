@@ -139,7 +139,7 @@ func (c *Coordinator) askPeers(ctx context.Context) map[uint64]wire.NodeInfo {
 			a := answer{node: id}
 			req := &wire.Request{Kind: wire.KindNodeInfo, Sender: c.cfg.NodeID}
 			if dl, ok := ctx.Deadline(); ok {
-				req.DeadlineUnixNano = dl.UnixNano()
+				req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 			}
 			resp, err := c.cfg.Transport.Request(ctx, id, req)
 			if err == nil && resp.Status == wire.StatusOK {

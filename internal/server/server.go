@@ -15,6 +15,7 @@ import (
 	"time"
 
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -116,6 +117,8 @@ type Server struct {
 	fresh         bool
 	log           *slog.Logger
 	faulty        *transport.Faulty
+	// clock is the node's clock, shifted only by clock faults.
+	clock *faultclock.Clock
 	// bg runs the runtime tuning goroutine (TuneRuntime).
 	// stopping ends when Stop begins: long API runs (profiles, traces)
 	// end with it.
@@ -129,6 +132,15 @@ type faults struct{ s *Server }
 func (f faults) Partition(nodes []uint64) {
 	f.s.log.Warn("fault injection: partition", "blocked", nodes)
 	f.s.faulty.Block(nodes)
+}
+
+func (f faults) ClockOffset(d time.Duration, jump bool) {
+	if jump {
+		f.s.clock.Jump(d)
+	} else {
+		f.s.clock.Skew(d)
+	}
+	f.s.log.Warn("fault injection: clock", "jump", jump, "by", d, "offset", f.s.clock.Offset())
 }
 
 func (f faults) DiskStall(d time.Duration) {
@@ -249,6 +261,10 @@ func (s *Server) build() error {
 	}
 	rc := cfg.Replica
 	rc.PendingWrites = &s.pendingWrites
+	if cfg.FaultInjection && rc.Clock == nil {
+		s.clock = faultclock.New()
+		rc.Clock = s.clock.Monotonic
+	}
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
 		Replica: rc, Logger: s.log,
@@ -288,7 +304,7 @@ func (s *Server) build() error {
 	if s.coord, err = kv.New(kv.Config{
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
 		Replication: id.Replication, Map: id.Map, Store: st, Transport: nodeTr,
-		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log,
+		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log, Clock: s.clock,
 	}); err != nil {
 		return err
 	}

@@ -64,13 +64,17 @@ type FaultResult struct {
 
 // Result is results.json of a chaos run.
 type Result struct {
-	Scenario          string            `json:"scenario"`
-	DurationSeconds   float64           `json:"duration_seconds"`
-	Ops               int               `json:"ops"`
-	Linearizable      bool              `json:"linearizable"`
-	CheckTimedOut     bool              `json:"check_timed_out,omitempty"`
-	LostWrites        int               `json:"lost_writes"`
-	LostKeys          []string          `json:"lost_keys,omitempty"`
+	Scenario        string   `json:"scenario"`
+	DurationSeconds float64  `json:"duration_seconds"`
+	Ops             int      `json:"ops"`
+	Linearizable    bool     `json:"linearizable"`
+	CheckTimedOut   bool     `json:"check_timed_out,omitempty"`
+	LostWrites      int      `json:"lost_writes"`
+	LostKeys        []string `json:"lost_keys,omitempty"`
+	// AppliedTwice lists the writes that took effect more than once (a
+	// retry applied again, a compare-and-set evaluated again:
+	// checker.AppliedTwice); empty when none.
+	AppliedTwice      []string          `json:"applied_twice"`
 	AckedWrites       int               `json:"acked_writes"`
 	ReplicasConverged bool              `json:"replicas_converged"`
 	Diverged          []string          `json:"diverged,omitempty"`
@@ -93,7 +97,7 @@ func (r *Result) Passed() bool {
 			return false // a fault that was not injected proves nothing
 		}
 	}
-	return r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged
+	return r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged && len(r.AppliedTwice) == 0
 }
 
 // Run starts a cluster, runs the workload and the faults, heals, checks.
@@ -172,6 +176,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		cfg.Logger.Warn("writing the visualization", "err", err)
 	}
 	res.Linearizable, res.CheckTimedOut = ok, timedOut
+	res.AppliedTwice = checker.AppliedTwice(rec.history)
+	if res.AppliedTwice == nil {
+		res.AppliedTwice = []string{}
+	}
 
 	cl, _ := client.New(c.Endpoints(), client.Options{Timeout: 10 * time.Second})
 	lost, err := checker.LostWrites(rec.acked, func(k string) (string, bool, error) {
