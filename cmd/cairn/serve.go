@@ -30,6 +30,7 @@ func newServeCmd() *cobra.Command {
 		cacheSize                          int64
 		unsafeNoSync                       bool
 		faultInjection                     bool
+		quotaBytes, diskReserve            int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,6 +61,7 @@ func newServeCmd() *cobra.Command {
 				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
+				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
 			})
 			if err != nil {
 				return err
@@ -90,6 +92,8 @@ func newServeCmd() *cobra.Command {
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
+	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
+	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd
 }

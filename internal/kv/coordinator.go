@@ -43,6 +43,9 @@ type Config struct {
 	// node or keeps one (request ids, forwarded deadlines); nil (the
 	// default): the real clock. Fault injection shifts it.
 	Clock *faultclock.Clock
+	// Disk, if set, is the node's disk guard: puts are refused (ErrDiskFull,
+	// ErrQuotaExceeded) while it reports a reason; nil: never.
+	Disk func() DiskState
 }
 
 // Coordinator routes operations to shard leaders.
@@ -215,6 +218,11 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	ack, _, err := c.ackFrom(opts.Ack, opts.From)
 	if err != nil {
 		return nil, err
+	}
+	if op == wire.OpPut {
+		if err := c.admitPut(); err != nil {
+			return nil, err
+		}
 	}
 	if len(opts.RequestID) > wire.MaxRequestID {
 		return nil, fmt.Errorf("%w: request id over %d bytes", ErrInvalidArgument, wire.MaxRequestID)

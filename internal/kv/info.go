@@ -24,6 +24,10 @@ func (c *Coordinator) Status() NodeStatus {
 	}
 	st.Uptime = time.Since(c.started)
 	st.UptimeSec = st.Uptime.Seconds()
+	if c.cfg.Disk != nil {
+		d := c.cfg.Disk()
+		st.Disk = &d
+	}
 	return st
 }
 

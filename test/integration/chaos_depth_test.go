@@ -53,3 +53,19 @@ func TestChaosClockSkewLeader(t *testing.T) {
 		t.Fatalf("faults: %+v", r.Faults)
 	}
 }
+
+// The leader's disk is full for a while: it answers new values with 507
+// and hands its leaderships away, the other nodes keep taking writes,
+// nothing is lost, and the node takes values again once healed.
+func TestChaosDiskFullLeader(t *testing.T) {
+	r, _, err := runChaosDepth(t, "--scenario", "disk-full-leader", "--duration", "20s")
+	if err != nil {
+		t.Fatalf("chaos run failed: %v", err)
+	}
+	if !r.Linearizable || r.LostWrites != 0 || !r.ReplicasConverged || len(r.AppliedTwice) != 0 {
+		t.Fatalf("checks: %+v", r)
+	}
+	if len(r.Faults) != 1 || r.Faults[0].Kind != "disk-full" || r.Faults[0].Error != "" {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+}

@@ -25,6 +25,8 @@ type FaultInjector interface {
 	// from the real ones (a skew; 0 heals), or by d from where they are
 	// (jump).
 	ClockOffset(d time.Duration, jump bool)
+	// DiskFull makes the node's disk look full (true) or lifts that.
+	DiskFull(on bool)
 }
 
 // adminHashes serves GET /v1/admin/hashes.
@@ -55,7 +57,8 @@ func (a *api) adminHashes(w http.ResponseWriter, r *http.Request) {
 }
 
 // adminFault serves POST /v1/admin/fault?partition=2,3&disk-stall=1s&clock-skew=2m
-// (clock-jump=D moves the clock offset by D instead of setting it).
+// (clock-jump=D moves the clock offset by D instead of setting it;
+// disk-full=true|false).
 func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, "POST")
@@ -88,6 +91,14 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.cfg.Faults.DiskStall(d)
+	}
+	if _, ok := q["disk-full"]; ok {
+		on, err := strconv.ParseBool(q.Get("disk-full"))
+		if err != nil {
+			badRequest(w, "disk-full: want true or false")
+			return
+		}
+		a.cfg.Faults.DiskFull(on)
 	}
 	for _, name := range []string{"clock-skew", "clock-jump"} {
 		if _, ok := q[name]; !ok {

@@ -22,6 +22,7 @@ func TestParseFault(t *testing.T) {
 		"memory=128MB":    {"memory", "128 MB", true},
 		"disk-stall=fast": {"", "", false}, // not a duration
 		"clock-skew=2m":   {"clock-skew", "2m0s", false},
+		"disk-full":       {"disk-full", "", false},
 		"clock-skew=-90s": {"clock-skew", "-1m30s", false},
 		"clock-jump=1h":   {"clock-jump", "1h0m0s", false},
 	}
@@ -37,7 +38,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%q: %v %v %v, want %+v", spec, f, cg, err, want)
 		}
 	}
-	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood", "split=2", "clock-skew", "clock-skew=0s", "clock-jump=25h", "clock-jump=x"} {
+	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood", "split=2", "clock-skew", "clock-skew=0s", "clock-jump=25h", "clock-jump=x", "disk-full=1"} {
 		if _, _, err := ParseFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

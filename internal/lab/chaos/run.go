@@ -54,6 +54,11 @@ type FaultResult struct {
 	// TargetLeadsBefore and TargetLeadsEnd count the shards the target
 	// node led just before the injection and just before healing, as the
 	// other nodes see it (-1: unknown).
+	// OtherWritesOK counts the register writes and compare-and-sets
+	// invoked through nodes other than the target while the fault lasted
+	// that succeeded (a disk-full fault needs some: the cluster must keep
+	// taking writes).
+	OtherWritesOK     int `json:"other_writes_ok"`
 	TargetLeadsBefore int `json:"target_leads_before"`
 	TargetLeadsEnd    int `json:"target_leads_end"`
 	// Note is what the fault said about its injection and healing (the
@@ -95,6 +100,9 @@ func (r *Result) Passed() bool {
 	for _, f := range r.Faults {
 		if f.Error != "" {
 			return false // a fault that was not injected proves nothing
+		}
+		if f.Kind == "disk-full" && f.OtherWritesOK == 0 {
+			return false // the other nodes must keep taking writes
 		}
 	}
 	return r.Linearizable && r.LostWrites == 0 && r.ReplicasConverged && len(r.AppliedTwice) == 0
@@ -325,6 +333,9 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 		for _, op := range rec.history {
 			if op.Kind == checker.Read {
 				continue
+			}
+			if op.Outcome == checker.OK && op.Node != f.Node && op.Call >= startNs && op.Call <= f.EndMs*1e6 {
+				f.OtherWritesOK++
 			}
 			keys[op.Key] = true
 			if op.Call >= startNs && op.Outcome == checker.OK && op.Node != f.Node {
