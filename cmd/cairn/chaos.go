@@ -27,6 +27,8 @@ func newChaosCmd() *cobra.Command {
 		partitions     string
 		target         string
 		sched          chaos.Schedule
+		runs           int
+		sweepSpec      string
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -53,7 +55,22 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			}
 			var names []string
 			scenarios := chaos.Scenarios
+			if runs < 1 || runs > 1000 {
+				return usageError{fmt.Errorf("--runs must be 1 to 1000")}
+			}
+			var sweepKind string
+			var sweepValues []float64
+			if sweepSpec != "" {
+				if faultSpec != "" || all || scenario != "" {
+					return usageError{fmt.Errorf("--sweep composes its own scenarios: not with --fault, --scenario or --all")}
+				}
+				var err error
+				if sweepKind, sweepValues, err = chaos.ParseSweep(sweepSpec); err != nil {
+					return usageError{err}
+				}
+			}
 			switch {
+			case sweepSpec != "":
 			case faultSpec != "":
 				if all || scenario != "" {
 					return usageError{fmt.Errorf("--fault composes its own scenario: not with --scenario or --all")}
@@ -86,13 +103,20 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs}
+			if sweepSpec != "" {
+				if target == "" {
+					target = "leader"
+				}
+				return runSweep(ctx, cmd, sweepKind, sweepValues, target, sched, out, o)
+			}
 			failed := 0
 			for _, n := range names {
 				dir := out
 				if len(names) > 1 {
 					dir = filepath.Join(out, n)
 				}
-				ok, err := runScenario(ctx, cmd, scenarios[n], bin, dir, duration, nodes, clients, keys, partitions)
+				ok, err := runRepeated(ctx, cmd, scenarios[n], dir, o)
 				if err != nil {
 					return err
 				}
@@ -125,6 +149,8 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
 	f.IntVar(&sched.Repeat, "repeat", 1, "--fault: how many times")
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
+	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
+	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
 }
 
@@ -170,28 +196,30 @@ func retarget(in map[string]chaos.Scenario, names []string, target string) map[s
 	return out
 }
 
-func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int, partitions string) (bool, error) {
+// runScenario runs s once into dir and prints its verdict; a scenario
+// that needs cgroups the machine lacks is skipped (Result.Skipped).
+func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir string, o runOpts) (*chaos.Result, error) {
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
+		return nil, err
 	}
-	d = max(d, s.MinDuration)
+	d := max(o.d, s.MinDuration)
 	res := &chaos.Result{Scenario: s.Name}
 	if s.Cgroups {
 		if err := chaos.CgroupsSupported(); err != nil {
 			res.Skipped = err.Error()
 			fmt.Fprintf(w, "%s: SKIPPED: %v\n", s.Name, err)
-			return true, res.Write(dir)
+			return res, res.Write(dir)
 		}
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
-	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d, Partitions: partitions,
-		Workload: chaos.WorkloadConfig{Clients: clients, Keys: keys}, Steps: s.Steps(d), Progress: errw})
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions,
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw})
 	if err != nil {
-		return false, err
+		return nil, err
 	}
 	if err := r.Write(dir); err != nil {
-		return false, err
+		return nil, err
 	}
 	writeChaosChart(r, dir)
 	verdict := "PASS"
@@ -224,7 +252,7 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 	for _, dv := range r.Diverged {
 		fmt.Fprintf(w, "  diverged: %s\n", dv)
 	}
-	return r.Passed(), nil
+	return r, nil
 }
 
 // byKind formats client errors by kind: " (timeout 3, unavailable 1)".
