@@ -63,7 +63,7 @@ func repeat(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir strin
 func printRepeated(cmd *cobra.Command, rep chaos.Repeated) {
 	w := cmd.OutOrStdout()
 	name := rep.Scenario
-	if rep.Setting != "" {
+	if rep.Setting != "" && !strings.Contains(name, rep.Setting) {
 		name += " " + rep.Setting
 	}
 	fmt.Fprintf(w, "%s: passed %d of %d runs (%.0f %%, 95 %% interval %.0f–%.0f %%)", name, rep.Passed, rep.Runs-rep.Skipped,
