@@ -29,6 +29,8 @@ func newChaosCmd() *cobra.Command {
 		sched          chaos.Schedule
 		runs           int
 		sweepSpec      string
+		preload        int64
+		valueSize      int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -103,7 +105,11 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs}
+			if preload < -1 || valueSize < 1 || valueSize > 8<<20 {
+				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
+			}
+			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
+				preload: preload, valueSize: valueSize}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -149,6 +155,8 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
 	f.IntVar(&sched.Repeat, "repeat", 1, "--fault: how many times")
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
+	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
+	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
@@ -213,8 +221,12 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		}
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
+	pre, err := preloadFor(s, o)
+	if err != nil {
+		return nil, err
+	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw})
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
 	if err != nil {
 		return nil, err
 	}
@@ -238,6 +250,10 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 			f.HalfBaselineMs, f.RecoveryMs, f.ThroughputDuring, f.Baseline, f.TargetLeadsBefore, f.TargetLeadsEnd, msg)
 		if f.Note != "" {
 			fmt.Fprintf(w, "    %s\n", f.Note)
+		}
+		if f.MemoryLimitBytes > 0 {
+			fmt.Fprintf(w, "    memory: peak charge %d MB of a %d MB limit, limit hit %d times, %d OOM kills, restarted %v\n",
+				f.PeakMemoryBytes>>20, f.MemoryLimitBytes>>20, f.LimitHits, f.OOMKills, f.Restarted)
 		}
 	}
 	if !r.Linearizable {

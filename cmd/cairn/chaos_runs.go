@@ -20,6 +20,8 @@ type runOpts struct {
 	nodes, clients, keys int
 	partitions           string
 	runs                 int
+	preload              int64 // -1: the scenario's default
+	valueSize            int
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more

@@ -107,6 +107,10 @@ type Result struct {
 	// Partitions is how partition faults cut the network (iptables or
 	// hook).
 	Partitions string `json:"partitions,omitempty"`
+	// Preloaded records of ValueSize bytes were under the workload
+	// (PreloadConfig); 0: none.
+	Preloaded uint64 `json:"preloaded,omitempty"`
+	ValueSize int    `json:"value_size,omitempty"`
 }
 
 // Passed reports whether every check passed.
@@ -134,6 +138,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer c.Close()
 	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", c.Size(), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
+	var preloaded uint64
+	if p := cfg.Preload; p.Keys > 0 {
+		logf("preloading %d records of %d bytes…", p.Keys, p.ValueSize)
+		t0 := time.Now()
+		if err := p.Load(ctx, c.Endpoints()); err != nil {
+			return nil, fmt.Errorf("chaos: preload: %w", err)
+		}
+		preloaded = p.Keys
+		logf("preloaded %d records in %v", p.Keys, time.Since(t0).Round(time.Millisecond))
+		for i := range c.Size() {
+			if g := c.groups[i]; g != nil {
+				if v, ok := g.memoryUsage(); ok {
+					logf("node %d: memory group charged %d MB after the preload", i+1, v>>20)
+				}
+			}
+		}
+	}
 
 	start := time.Now()
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
@@ -155,7 +176,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		wg.Add(1)
 		go func(i, node int) {
 			defer wg.Done()
-			runRegisters(wctx, rec, cl, i, node, keys, int64(i+1))
+			runRegisters(wctx, rec, cl, i, node, keys, int64(i+1), cfg.Preload)
 		}(i, node)
 	}
 	wg.Add(1)
@@ -173,7 +194,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := c.WaitReady(30 * time.Second); err != nil {
 		return nil, err
 	}
-	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: c.PartitionMechanism()}
+	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: c.PartitionMechanism(),
+		Preloaded: preloaded, ValueSize: cfg.Preload.ValueSize}
+	if preloaded == 0 {
+		res.ValueSize = 0
+	}
 	all, _ := rec.perf.Results(elapsed)
 	res.Ops, res.Series = len(rec.history), all.Series
 	res.Throughput, res.P99Ms = all.Throughput, all.Latency.P99
@@ -256,6 +281,9 @@ func runSteps(ctx context.Context, c *Cluster, steps []Step, start time.Time, lo
 			fr.Error = err.Error()
 		}
 		fr.EndMs = time.Since(start).Milliseconds()
+		if m, ok := c.takeMem(node); ok {
+			fr.PeakMemoryBytes, fr.MemoryLimitBytes, fr.LimitHits, fr.OOMKills, fr.Restarted = m.peak, m.limit, m.hits, m.ooms, m.restarted
+		}
 		healNotes := c.takeNotes()
 		fr.Note = strings.Join(append(notes, healNotes...), "; ")
 		logf("%6.1fs healed node %d%s", time.Since(start).Seconds(), node, noteSuffix(healNotes, err))

@@ -108,10 +108,21 @@ func perfErr(err error) error {
 }
 
 // runRegisters drives one client: reads, writes of unique values and
-// compare-and-sets on the register keys, all through one node.
-func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, node int, keys []string, seed int64) {
+// compare-and-sets on the register keys, all through one node, and with
+// a preload, reads and updates of the records (p.Percent of the
+// operations).
+func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, node int, keys []string, seed int64, p PreloadConfig) {
 	rng := rand.New(rand.NewSource(seed))
+	var val []byte
+	if p.Keys > 0 {
+		val = make([]byte, p.ValueSize)
+		rng.Read(val)
+	}
 	for seq := 0; ctx.Err() == nil; seq++ {
+		if p.Keys > 0 && rng.Intn(100) < p.Percent {
+			dataOp(rec, cl, p, rng, val)
+			continue
+		}
 		key := keys[rng.Intn(len(keys))]
 		op := checker.Op{Client: id, Key: key, Node: node}
 		call := time.Now()
