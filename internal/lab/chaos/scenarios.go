@@ -49,6 +49,11 @@ var Scenarios = map[string]Scenario{
 	"clock-skew-follower": {Description: "the clocks of a follower of shard 1 run 2 minutes ahead for 10 s, then step back", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute}, "follower")},
 	"clock-jump-leader":   {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead mid-run and stay there", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute, jump: true}, "leader")},
 	"disk-full-leader":    {Description: "the disk of the leader of shard 1 is full for 10 s (its disk guard answers new values with 507 and hands its leaderships away)", MinDuration: 20 * time.Second, Steps: one(diskFullFault{}, "leader")},
+	"clock-jump-partition": {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead, then it is isolated for 6 s (writes in flight to it are retried elsewhere under their request ids)", MinDuration: 25 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: clockFault{by: 2 * time.Minute, jump: true}, Target: "leader", At: 5 * time.Second, For: time.Second},
+				{Fault: partitionFault{}, Target: "leader", At: 8 * time.Second, For: 6 * time.Second}}
+		}},
 	"rolling-restart": {Description: "restart every node in turn (SIGTERM, 3 s down)", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			var out []Step
