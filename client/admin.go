@@ -24,6 +24,21 @@ type NodeStatus struct {
 	Shards        int     `json:"shards"`
 	UptimeSeconds float64 `json:"uptime_seconds"`
 	Version       string  `json:"version"`
+	// Disk is what the node's disk guard last found (nil from a node
+	// without one).
+	Disk *DiskState `json:"disk,omitempty"`
+}
+
+// DiskState is a node's disk guard's finding: Refusing is "" while the
+// node takes new values, else "disk_full" or "quota_exceeded" (its puts
+// answer 507; reads and deletes still work).
+type DiskState struct {
+	Refusing     string `json:"refusing,omitempty"`
+	Injected     bool   `json:"injected,omitempty"`
+	FreeBytes    uint64 `json:"free_bytes"`
+	ReserveBytes uint64 `json:"reserve_bytes"`
+	UsedBytes    uint64 `json:"used_bytes"`
+	QuotaBytes   uint64 `json:"quota_bytes,omitempty"`
 }
 
 // MemberInfo describes one cluster member.
@@ -142,9 +157,27 @@ func (a *Admin) DiskStall(ctx context.Context, d time.Duration) error {
 	return a.fault(ctx, url.Values{"disk-stall": {d.String()}})
 }
 
-// HealFaults lifts the node's partition and disk stall.
+// ClockSkew sets the offset of the node's clocks (wall and monotonic)
+// from the real ones to d (0: heal).
+func (a *Admin) ClockSkew(ctx context.Context, d time.Duration) error {
+	return a.fault(ctx, url.Values{"clock-skew": {d.String()}})
+}
+
+// ClockJump moves the node's clocks by d, once, from where they are.
+func (a *Admin) ClockJump(ctx context.Context, d time.Duration) error {
+	return a.fault(ctx, url.Values{"clock-jump": {d.String()}})
+}
+
+// DiskFull makes the node's disk look full (on: it answers new values
+// with 507 disk_full and hands its leaderships away) or lifts that.
+func (a *Admin) DiskFull(ctx context.Context, on bool) error {
+	return a.fault(ctx, url.Values{"disk-full": {strconv.FormatBool(on)}})
+}
+
+// HealFaults lifts the node's partition, disk stall, clock offset and
+// disk-full fault.
 func (a *Admin) HealFaults(ctx context.Context) error {
-	return a.fault(ctx, url.Values{"partition": {""}, "disk-stall": {"0s"}})
+	return a.fault(ctx, url.Values{"partition": {""}, "disk-stall": {"0s"}, "clock-skew": {"0s"}, "disk-full": {"false"}})
 }
 
 func (a *Admin) fault(ctx context.Context, q url.Values) error {

@@ -22,7 +22,8 @@ func TestAdminTypesMatchServer(t *testing.T) {
 			Members: []kv.MemberInfo{{NodeID: 1, PeerAddr: "p", HTTPAddr: "h", Reachable: true}},
 			Shards:  []kv.ShardInfo{{ID: 1, TokenStart: "0", TokenEnd: "10000000000000000", Epoch: 2, Replicas: []uint64{1, 2, 3}, Leader: 2, Term: 4, Applied: 5, Commit: 6}}},
 			&ClusterInfo{}},
-		{kv.NodeStatus{NodeID: 1, HTTPAddr: "h", PeerAddr: "p", Replicas: 2, Leaders: 1, Replication: 3, ShardCount: 4, UptimeSec: 1.5, Version: "v"}, &NodeStatus{}},
+		{kv.NodeStatus{NodeID: 1, HTTPAddr: "h", PeerAddr: "p", Replicas: 2, Leaders: 1, Replication: 3, ShardCount: 4, UptimeSec: 1.5, Version: "v",
+			Disk: &kv.DiskState{Refusing: kv.DiskFull, Injected: true, FreeBytes: 1, ReserveBytes: 2, UsedBytes: 3, QuotaBytes: 4}}, &NodeStatus{}},
 		{[]kv.ShardHash{{Shard: 1, Applied: 2, Hash: "ab"}}, &[]ShardHash{}},
 	} {
 		raw, err := json.Marshal(c.server)
@@ -78,6 +79,12 @@ func TestAdmin(t *testing.T) {
 	if err := a.DiskStall(ctx, time.Second); err != nil {
 		t.Fatal(err)
 	}
+	if err := a.ClockSkew(ctx, 2*time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ClockJump(ctx, -time.Minute); err != nil {
+		t.Fatal(err)
+	}
 	if err := a.HealFaults(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +96,8 @@ func TestAdmin(t *testing.T) {
 		t.Fatalf("Hashes on a node without them: %v", err)
 	}
 	want := []string{"GET /v1/cluster", "POST /v1/admin/fault?partition=2%2C3", "POST /v1/admin/fault?disk-stall=1s",
-		"POST /v1/admin/fault?disk-stall=0s&partition=", "POST /v1/admin/fault?partition=9", "GET /v1/admin/hashes"}
+		"POST /v1/admin/fault?clock-skew=2m0s", "POST /v1/admin/fault?clock-jump=-1m0s",
+		"POST /v1/admin/fault?clock-skew=0s&disk-full=false&disk-stall=0s&partition=", "POST /v1/admin/fault?partition=9", "GET /v1/admin/hashes"}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("requests %q, want %q", got, want)
 	}

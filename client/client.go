@@ -133,9 +133,10 @@ func etag(resp *http.Response) uint64 {
 	return v
 }
 
-// do runs one operation: on a connection error, a 503 or a 504 timeout it
-// retries on the next node with jittered backoff until the deadline (for
-// a write, at most WriteRetryWindow after its first attempt).
+// do runs one operation: on a connection error, a 503, a 504 timeout or
+// (with more than one node) a 507 it retries on the next node with
+// jittered backoff until the deadline (for a write, at most
+// WriteRetryWindow after its first attempt).
 func (c *Client) do(ctx context.Context, method string, key []byte, query string, body []byte, h http.Header, ok func(*http.Response, []byte)) error {
 	timeout := c.opts.Timeout
 	if method != http.MethodGet {
@@ -162,7 +163,7 @@ func (c *Client) do(ctx context.Context, method string, key []byte, query string
 		if err == nil {
 			return nil
 		}
-		if !retryable(err) || c.opts.NoRetry {
+		if !c.retryable(err) || c.opts.NoRetry {
 			return err
 		}
 		last = err
@@ -179,10 +180,13 @@ func (c *Client) do(ctx context.Context, method string, key []byte, query string
 	}
 }
 
-func retryable(err error) bool {
+func (c *Client) retryable(err error) bool {
 	var e *Error
 	if errors.As(err, &e) {
-		return e.Status == http.StatusServiceUnavailable || (e.Status == http.StatusGatewayTimeout && e.Code == "timeout")
+		// 507: that node refuses new values (its disk is full); another
+		// node may take the write.
+		return e.Status == http.StatusServiceUnavailable || (e.Status == http.StatusGatewayTimeout && e.Code == "timeout") ||
+			(e.Status == http.StatusInsufficientStorage && len(c.eps) > 1)
 	}
 	return !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrPreconditionFailed)
 }

@@ -27,14 +27,19 @@ func newChaosCmd() *cobra.Command {
 		partitions     string
 		target         string
 		sched          chaos.Schedule
+		runs           int
+		sweepSpec      string
+		preload        int64
+		valueSize      int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
 		Short: "Run fault-injection scenarios against a local cluster and check the results",
 		Long: `Start a local cluster of cairn serve processes (with their fault hook on),
 run a recorded client workload, inject the scenario's faults, heal, and check:
-linearizability per key (porcupine), acknowledged writes lost, replicas
-diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails.`,
+linearizability per key (porcupine), acknowledged writes lost, writes
+applied twice (a retry applied again, a compare-and-set evaluated again),
+replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w := cmd.OutOrStdout()
@@ -52,7 +57,22 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 			}
 			var names []string
 			scenarios := chaos.Scenarios
+			if runs < 1 || runs > 1000 {
+				return usageError{fmt.Errorf("--runs must be 1 to 1000")}
+			}
+			var sweepKind string
+			var sweepValues []float64
+			if sweepSpec != "" {
+				if faultSpec != "" || all || scenario != "" {
+					return usageError{fmt.Errorf("--sweep composes its own scenarios: not with --fault, --scenario or --all")}
+				}
+				var err error
+				if sweepKind, sweepValues, err = chaos.ParseSweep(sweepSpec); err != nil {
+					return usageError{err}
+				}
+			}
 			switch {
+			case sweepSpec != "":
 			case faultSpec != "":
 				if all || scenario != "" {
 					return usageError{fmt.Errorf("--fault composes its own scenario: not with --scenario or --all")}
@@ -85,13 +105,24 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 			}
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
+			if preload < -1 || valueSize < 1 || valueSize > 8<<20 {
+				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
+			}
+			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
+				preload: preload, valueSize: valueSize}
+			if sweepSpec != "" {
+				if target == "" {
+					target = "leader"
+				}
+				return runSweep(ctx, cmd, sweepKind, sweepValues, target, sched, out, o)
+			}
 			failed := 0
 			for _, n := range names {
 				dir := out
 				if len(names) > 1 {
 					dir = filepath.Join(out, n)
 				}
-				ok, err := runScenario(ctx, cmd, scenarios[n], bin, dir, duration, nodes, clients, keys, partitions)
+				ok, err := runRepeated(ctx, cmd, scenarios[n], dir, o)
 				if err != nil {
 					return err
 				}
@@ -118,12 +149,16 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
 	f.StringVar(&partitions, "partitions", chaos.PartitionsAuto, "how partition faults cut the network: iptables (each node on its own loopback address, packets dropped by the kernel), hook (the nodes' fault hook) or auto (iptables where the lab can use it)")
-	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, cpu=CORES or memory=MB")
+	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, disk-full (the node's disk guard refuses new values), clock-skew=D (the node's clocks off by D while it lasts), clock-jump=D (they step by D once), cpu=CORES or memory=MB")
 	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
 	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")
 	f.IntVar(&sched.Repeat, "repeat", 1, "--fault: how many times")
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
+	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
+	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
+	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
+	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
 }
 
@@ -169,36 +204,42 @@ func retarget(in map[string]chaos.Scenario, names []string, target string) map[s
 	return out
 }
 
-func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin, dir string, d time.Duration, nodes, clients, keys int, partitions string) (bool, error) {
+// runScenario runs s once into dir and prints its verdict; a scenario
+// that needs cgroups the machine lacks is skipped (Result.Skipped).
+func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir string, o runOpts) (*chaos.Result, error) {
 	w, errw := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
+		return nil, err
 	}
-	d = max(d, s.MinDuration)
+	d := max(o.d, s.MinDuration)
 	res := &chaos.Result{Scenario: s.Name}
 	if s.Cgroups {
 		if err := chaos.CgroupsSupported(); err != nil {
 			res.Skipped = err.Error()
 			fmt.Fprintf(w, "%s: SKIPPED: %v\n", s.Name, err)
-			return true, res.Write(dir)
+			return res, res.Write(dir)
 		}
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
-	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d, Partitions: partitions,
-		Workload: chaos.WorkloadConfig{Clients: clients, Keys: keys}, Steps: s.Steps(d), Progress: errw})
+	pre, err := preloadFor(s, o)
 	if err != nil {
-		return false, err
+		return nil, err
+	}
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions,
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
+	if err != nil {
+		return nil, err
 	}
 	if err := r.Write(dir); err != nil {
-		return false, err
+		return nil, err
 	}
 	writeChaosChart(r, dir)
 	verdict := "PASS"
 	if !r.Passed() {
 		verdict = "FAIL"
 	}
-	fmt.Fprintf(w, "%s: %s — %d ops, linearizable %v, lost writes %d of %d, replicas converged %v\n",
-		s.Name, verdict, r.Ops, r.Linearizable, r.LostWrites, r.AckedWrites, r.ReplicasConverged)
+	fmt.Fprintf(w, "%s: %s — %d ops, linearizable %v, lost writes %d of %d, applied twice %d, replicas converged %v\n",
+		s.Name, verdict, r.Ops, r.Linearizable, r.LostWrites, r.AckedWrites, len(r.AppliedTwice), r.ReplicasConverged)
 	for _, f := range r.Faults {
 		msg := ""
 		if f.Error != "" {
@@ -210,6 +251,10 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		if f.Note != "" {
 			fmt.Fprintf(w, "    %s\n", f.Note)
 		}
+		if f.MemoryLimitBytes > 0 {
+			fmt.Fprintf(w, "    memory: peak charge %d MB of a %d MB limit, limit hit %d times, %d OOM kills, restarted %v\n",
+				f.PeakMemoryBytes>>20, f.MemoryLimitBytes>>20, f.LimitHits, f.OOMKills, f.Restarted)
+		}
 	}
 	if !r.Linearizable {
 		fmt.Fprintf(w, "  not linearizable: see %s\n", filepath.Join(dir, "linearizability.html"))
@@ -217,10 +262,13 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 	if len(r.LostKeys) > 0 {
 		fmt.Fprintf(w, "  lost: %s\n", strings.Join(r.LostKeys[:min(10, len(r.LostKeys))], ", "))
 	}
+	for _, a := range r.AppliedTwice[:min(10, len(r.AppliedTwice))] {
+		fmt.Fprintf(w, "  applied twice: %s\n", a)
+	}
 	for _, dv := range r.Diverged {
 		fmt.Fprintf(w, "  diverged: %s\n", dv)
 	}
-	return r.Passed(), nil
+	return r, nil
 }
 
 // byKind formats client errors by kind: " (timeout 3, unavailable 1)".

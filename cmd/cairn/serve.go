@@ -33,6 +33,7 @@ func newServeCmd() *cobra.Command {
 		unsafeNoSync                       bool
 		faultInjection                     bool
 		etcdAddr                           string
+		quotaBytes, diskReserve            int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -68,6 +69,7 @@ func newServeCmd() *cobra.Command {
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
+				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
 			})
 			if err != nil {
 				return err
@@ -99,6 +101,8 @@ func newServeCmd() *cobra.Command {
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
+	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
+	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	return cmd
 }

@@ -110,6 +110,8 @@ type NodeStatus struct {
 	Uptime      time.Duration `json:"-"`
 	UptimeSec   float64       `json:"uptime_seconds"`
 	Version     string        `json:"version"`
+	// Disk is the node's disk guard's last finding (nil: no guard).
+	Disk *DiskState `json:"disk,omitempty"`
 }
 
 // MemberInfo describes one cluster member.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/store"
@@ -38,6 +39,13 @@ type Config struct {
 	RetryWindow time.Duration
 	Version     string
 	Logger      *slog.Logger
+	// Clock is the node's wall clock where it hands a time to another
+	// node or keeps one (request ids, forwarded deadlines); nil (the
+	// default): the real clock. Fault injection shifts it.
+	Clock *faultclock.Clock
+	// Disk, if set, is the node's disk guard: puts are refused (ErrDiskFull,
+	// ErrQuotaExceeded) while it reports a reason; nil: never.
+	Disk func() DiskState
 }
 
 // Coordinator routes operations to shard leaders.
@@ -211,6 +219,11 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	if err != nil {
 		return nil, err
 	}
+	if op == wire.OpPut {
+		if err := c.admitPut(); err != nil {
+			return nil, err
+		}
+	}
 	if len(opts.RequestID) > wire.MaxRequestID {
 		return nil, fmt.Errorf("%w: request id over %d bytes", ErrInvalidArgument, wire.MaxRequestID)
 	}
@@ -218,7 +231,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	defer cancel()
 	cmd := wire.Command{RequestID: opts.RequestID, Op: op, Key: key, Value: value}
 	if len(cmd.RequestID) == 0 {
-		cmd.RequestID = c.newRequestID(time.Now().UnixNano())
+		cmd.RequestID = c.newRequestID(c.cfg.Clock.Now().UnixNano())
 	}
 	switch opts.Cond {
 	case CondIfMatch:

@@ -19,7 +19,7 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 	if req.DeadlineUnixNano != 0 {
 		// The sender's wall clock set it: a write waits no longer than
 		// the retry window whatever that clock says.
-		dl := time.Unix(0, req.DeadlineUnixNano)
+		dl := c.cfg.Clock.FromWall(time.Unix(0, req.DeadlineUnixNano))
 		if limit := time.Now().Add(c.cfg.RetryWindow); req.Kind == wire.KindWrite && dl.After(limit) {
 			dl = limit
 		}
@@ -187,7 +187,7 @@ func (c *Coordinator) waitAppliedOn(ctx context.Context, r *replica.Replica, ind
 			defer wg.Done()
 			req := &wire.Request{Kind: wire.KindAppliedIndex, Sender: c.cfg.NodeID, ShardID: r.ID(), Index: index}
 			if dl, has := ctx.Deadline(); has {
-				req.DeadlineUnixNano = dl.UnixNano()
+				req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 			}
 			resp, err := c.cfg.Transport.Request(ctx, node, req)
 			ok <- err == nil && resp.Status == wire.StatusOK

@@ -24,6 +24,10 @@ func (c *Coordinator) Status() NodeStatus {
 	}
 	st.Uptime = time.Since(c.started)
 	st.UptimeSec = st.Uptime.Seconds()
+	if c.cfg.Disk != nil {
+		d := c.cfg.Disk()
+		st.Disk = &d
+	}
 	return st
 }
 
@@ -139,7 +143,7 @@ func (c *Coordinator) askPeers(ctx context.Context) map[uint64]wire.NodeInfo {
 			a := answer{node: id}
 			req := &wire.Request{Kind: wire.KindNodeInfo, Sender: c.cfg.NodeID}
 			if dl, ok := ctx.Deadline(); ok {
-				req.DeadlineUnixNano = dl.UnixNano()
+				req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 			}
 			resp, err := c.cfg.Transport.Request(ctx, id, req)
 			if err == nil && resp.Status == wire.StatusOK {

@@ -17,7 +17,7 @@ const forwardAttempt = 2 * time.Second
 // node — retrying through elections and NotLeader hints until ctx ends.
 func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wire.Request) (*wire.Response, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		req.DeadlineUnixNano = dl.UnixNano()
+		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	backoff := 5 * time.Millisecond
 	var lastErr error
@@ -102,7 +102,7 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 // replica of the shard, trying each in turn until one answers.
 func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *wire.Request) (*wire.Response, error) {
 	if dl, ok := ctx.Deadline(); ok {
-		req.DeadlineUnixNano = dl.UnixNano()
+		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	var lastErr error
 	for i := 0; ; i++ {

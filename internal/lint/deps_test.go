@@ -24,7 +24,7 @@ var layers = []struct {
 	pkgs     []string
 	siblings bool // packages of this layer may import each other
 }{
-	{name: "leaf", pkgs: []string{"internal/wire", "internal/shard", "internal/deadline", "client", "internal/lint"}},
+	{name: "leaf", pkgs: []string{"internal/wire", "internal/shard", "internal/deadline", "client", "internal/lint", "internal/faultclock"}},
 	{name: "protocol", pkgs: []string{"internal/http1"}},
 	{name: "storage", pkgs: []string{"internal/storage/..."}},
 	{name: "log and state machine", pkgs: []string{"internal/raftlog", "internal/statemachine"}},

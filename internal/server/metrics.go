@@ -44,6 +44,7 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_snapshot_bytes_sent_total", Help: "Snapshot data bytes streamed to other nodes.",
 	}, func() float64 { return float64(s.store.SnapshotStats().Bytes) }))
+	registerDiskMetrics(reg, s.disk)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cairn_replicas", Help: "Shard replicas on this node.",
 	}, func() float64 { return float64(len(s.store.Replicas())) }))

@@ -16,6 +16,7 @@ import (
 
 	etcdapi "github.com/cairn-db/cairn/internal/api/etcd"
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -78,6 +79,13 @@ type Config struct {
 	// percent, a soft memory limit that follows the cgroup's; memlimit.go).
 	// Set by `cairn serve`; off for tests that host nodes in one process.
 	TuneRuntime bool
+	// DiskReserveBytes: below this much free space on the data
+	// directory's filesystem the node refuses new values (HTTP 507
+	// disk_full). 0: DefaultDiskReserve; negative: no free-space check.
+	DiskReserveBytes int64
+	// QuotaBytes: past this much disk usage of the storage engine the
+	// node refuses new values (HTTP 507 quota_exceeded). 0: no quota.
+	QuotaBytes int64
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
 }
@@ -124,6 +132,10 @@ type Server struct {
 	faulty        *transport.Faulty
 	etcd          *etcdapi.Server
 	etcdLis       net.Listener
+	// clock is the node's clock, shifted only by clock faults.
+	clock *faultclock.Clock
+	// disk decides whether the node takes new values (diskguard.go).
+	disk *diskGuard
 	// bg runs the runtime tuning goroutine (TuneRuntime).
 	// stopping ends when Stop begins: long API runs (profiles, traces)
 	// end with it.
@@ -139,6 +151,22 @@ func (f faults) Partition(nodes []uint64) {
 	f.s.faulty.Block(nodes)
 }
 
+func (f faults) ClockOffset(d time.Duration, jump bool) {
+	if jump {
+		f.s.clock.Jump(d)
+	} else {
+		f.s.clock.Skew(d)
+	}
+	f.s.log.Warn("fault injection: clock", "jump", jump, "by", d, "offset", f.s.clock.Offset())
+}
+
+func (f faults) DiskFull(on bool) {
+	f.s.log.Warn("fault injection: disk full", "on", on)
+	if f.s.disk.Inject(on).Refusing != "" {
+		f.s.handLeadershipsAway("disk full (injected)")
+	}
+}
+
 func (f faults) DiskStall(d time.Duration) {
 	f.s.log.Warn("fault injection: disk stall", "delay", d)
 	f.s.eng.SetCommitDelay(d)
@@ -150,6 +178,9 @@ func (f faults) DiskStall(d time.Duration) {
 func (c Config) EnsureDefaults() Config {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.DiskReserveBytes == 0 {
+		c.DiskReserveBytes = DefaultDiskReserve
 	}
 	if c.GroupCommitDelay > 0 && c.GroupCommitWrites == 0 {
 		c.GroupCommitWrites = 256
@@ -172,6 +203,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
 	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
 		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
+	case c.QuotaBytes < 0:
+		return errors.New("server: quota bytes cannot be negative (0: no quota)")
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
@@ -199,6 +232,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.eng = eng
+	s.disk = newDiskGuard(cfg.DataDir, uint64(max(cfg.DiskReserveBytes, 0)), uint64(cfg.QuotaBytes), eng.DiskUsage, log)
+	s.disk.check()
 	if err := s.build(); err != nil {
 		s.closeAll()
 		return nil, err
@@ -257,6 +292,10 @@ func (s *Server) build() error {
 	}
 	rc := cfg.Replica
 	rc.PendingWrites = &s.pendingWrites
+	if cfg.FaultInjection && rc.Clock == nil {
+		s.clock = faultclock.New()
+		rc.Clock = s.clock.Monotonic
+	}
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
 		Replica: rc, Logger: s.log,
@@ -296,7 +335,8 @@ func (s *Server) build() error {
 	if s.coord, err = kv.New(kv.Config{
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
 		Replication: id.Replication, Map: id.Map, Store: st, Transport: nodeTr,
-		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log,
+		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log, Clock: s.clock,
+		Disk: s.disk.State,
 	}); err != nil {
 		return err
 	}
@@ -374,6 +414,7 @@ func (s *Server) Start() {
 		followMemoryLimit(s.log)
 	}
 	s.store.Start(s.fresh)
+	go s.runDiskGuard(s.stopping)
 	go func() {
 		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			s.log.Error("http server", "err", err)

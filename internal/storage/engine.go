@@ -287,3 +287,8 @@ func (e *Engine) WALFsyncs() uint64 {
 	}
 	return m.Histogram.GetSampleCount()
 }
+
+// DiskUsage is the bytes the engine's files take on disk (tables, WAL,
+// manifests: Pebble's own count). It computes Pebble's metrics: call it
+// now and then, not on a hot path.
+func (e *Engine) DiskUsage() uint64 { return e.db.Metrics().DiskSpaceUsage() }

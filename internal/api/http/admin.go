@@ -21,6 +21,12 @@ type FaultInjector interface {
 	Partition(nodes []uint64)
 	// DiskStall delays every storage commit by d (0 heals).
 	DiskStall(d time.Duration)
+	// ClockOffset shifts the node's clocks (wall and monotonic): to d
+	// from the real ones (a skew; 0 heals), or by d from where they are
+	// (jump).
+	ClockOffset(d time.Duration, jump bool)
+	// DiskFull makes the node's disk look full (true) or lifts that.
+	DiskFull(on bool)
 }
 
 // adminHashes serves GET /v1/admin/hashes.
@@ -50,7 +56,9 @@ func (a *api) adminHashes(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, hs)
 }
 
-// adminFault serves POST /v1/admin/fault?partition=2,3&disk-stall=1s.
+// adminFault serves POST /v1/admin/fault?partition=2,3&disk-stall=1s&clock-skew=2m
+// (clock-jump=D moves the clock offset by D instead of setting it;
+// disk-full=true|false).
 func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		methodNotAllowed(w, "POST")
@@ -83,6 +91,25 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.cfg.Faults.DiskStall(d)
+	}
+	if _, ok := q["disk-full"]; ok {
+		on, err := strconv.ParseBool(q.Get("disk-full"))
+		if err != nil {
+			badRequest(w, "disk-full: want true or false")
+			return
+		}
+		a.cfg.Faults.DiskFull(on)
+	}
+	for _, name := range []string{"clock-skew", "clock-jump"} {
+		if _, ok := q[name]; !ok {
+			continue
+		}
+		d, err := time.ParseDuration(q.Get(name))
+		if err != nil || d < -24*time.Hour || d > 24*time.Hour {
+			badRequest(w, name+": want a duration between -24h and 24h")
+			return
+		}
+		a.cfg.Faults.ClockOffset(d, name == "clock-jump")
 	}
 	writeJSON(w, map[string]string{"status": "ok"})
 }

@@ -50,6 +50,10 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 	case errors.Is(err, kv.ErrStopped):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "stopping", err.Error())
+	case errors.Is(err, kv.ErrDiskFull):
+		writeError(w, http.StatusInsufficientStorage, kv.DiskFull, err.Error()+"; nothing was written (reads and deletes still work)")
+	case errors.Is(err, kv.ErrQuotaExceeded):
+		writeError(w, http.StatusInsufficientStorage, kv.QuotaExceeded, err.Error()+"; nothing was written (reads and deletes still work)")
 	case errors.Is(err, kv.ErrInvalidArgument):
 		badRequest(w, err.Error())
 	case errors.Is(err, context.Canceled):

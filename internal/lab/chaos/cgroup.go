@@ -310,9 +310,13 @@ func (f cgroupFault) Heal(c *Cluster, n int) error {
 		err = g.setCPU(0)
 	} else {
 		c.Notef("%s", memoryStats(g.mem))
+		figs := readMemFigures(g.mem)
+		figs.limit = f.memory
 		if !c.Running(n) {
 			c.Notef("the node died under the limit")
+			figs.restarted = true
 		}
+		c.putMem(n, figs)
 		err = g.setMemory(0)
 		g.resetStats()
 	}
@@ -333,6 +337,36 @@ func (g *nodeGroups) resetStats() {
 	}
 	_ = write(filepath.Join(g.mem, "memory.max_usage_in_bytes"), "0")
 	_ = write(filepath.Join(g.mem, "memory.failcnt"), "0")
+}
+
+// memFigures are a memory fault's figures (FaultResult.PeakMemoryBytes
+// and after): -1 where the kernel keeps no count.
+type memFigures struct {
+	peak, limit, hits, ooms int64
+	restarted               bool
+}
+
+// readMemFigures reads a memory group's peak charge (v1: since the last
+// resetStats, so this fault's; v2: since the group was made, the node's
+// start), how often it hit its limit and its OOM kills.
+func readMemFigures(dir string) memFigures {
+	f := memFigures{peak: -1, hits: -1, ooms: -1}
+	if v, ok := readInt(filepath.Join(dir, "memory.max_usage_in_bytes")); ok {
+		f.peak = v
+	} else if v, ok := readInt(filepath.Join(dir, "memory.peak")); ok {
+		f.peak = v
+	}
+	if v, ok := readInt(filepath.Join(dir, "memory.failcnt")); ok {
+		f.hits = v
+	} else if v, ok := readKey(filepath.Join(dir, "memory.events"), "max"); ok {
+		f.hits = v
+	}
+	if v, ok := readKey(filepath.Join(dir, "memory.oom_control"), "oom_kill"); ok {
+		f.ooms = v
+	} else if v, ok := readKey(filepath.Join(dir, "memory.events"), "oom_kill"); ok {
+		f.ooms = v
+	}
+	return f
 }
 
 // memoryStats summarises a memory group before it is removed: its peak

@@ -37,6 +37,27 @@ type Cluster struct {
 	// notes are what faults said about their last injection or healing.
 	notesMu sync.Mutex
 	notes   []string
+	// mem holds the figures a memory fault took at healing, by node,
+	// until the run takes them (takeMem); under notesMu.
+	mem map[int]memFigures
+}
+
+func (c *Cluster) putMem(n int, f memFigures) {
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
+	if c.mem == nil {
+		c.mem = map[int]memFigures{}
+	}
+	c.mem[n] = f
+}
+
+// takeMem returns and forgets node n's last memory figures.
+func (c *Cluster) takeMem(n int) (memFigures, bool) {
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
+	f, ok := c.mem[n]
+	delete(c.mem, n)
+	return f, ok
 }
 
 // Notef records a note about the fault being injected or healed; the run

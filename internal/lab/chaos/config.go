@@ -38,6 +38,9 @@ type Config struct {
 	Progress io.Writer
 	// Partitions: see ClusterConfig.Partitions. Default PartitionsAuto.
 	Partitions string
+	// Preload: records loaded before the workload and mixed into it;
+	// zero: none.
+	Preload PreloadConfig
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -56,6 +59,7 @@ func (c Config) EnsureDefaults() Config {
 		c.Partitions = PartitionsAuto
 	}
 	c.Workload = c.Workload.EnsureDefaults()
+	c.Preload = c.Preload.EnsureDefaults()
 	return c
 }
 
@@ -81,6 +85,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Workload.Validate(); err != nil {
 		return fmt.Errorf("%w (in Workload)", err)
+	}
+	if err := c.Preload.Validate(); err != nil {
+		return err
 	}
 	return nil
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -100,5 +101,25 @@ func TestScenariosValidate(t *testing.T) {
 				t.Errorf("%s over %v: %v", n, d, err)
 			}
 		}
+	}
+}
+
+func TestPreloadConfig(t *testing.T) {
+	p := PreloadConfig{}.EnsureDefaults()
+	if p.ValueSize != 1024 || p.Percent != 50 || p.Validate() != nil {
+		t.Fatalf("defaults %+v: %v", p, p.Validate())
+	}
+	p.Keys = 10
+	if err := p.Validate(); err == nil {
+		t.Fatal("keys without a loader accepted")
+	}
+	p.Load = func(context.Context, []string) error { return nil }
+	p.Key = func(i uint64) []byte { return []byte{byte(i)} }
+	if err := p.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	p.Percent = 101
+	if err := p.Validate(); err == nil {
+		t.Fatal("101 % accepted")
 	}
 }

@@ -9,7 +9,10 @@ import (
 
 // ParseFault reads a fault from the command line: kill, pause, restart,
 // partition (isolate the target), split (a minority with the target against
-// a majority), disk-stall=DURATION, cpu=FRACTION-OF-A-CORE or memory=MB.
+// a majority), disk-stall=DURATION, disk-full (the node's disk guard
+// refuses new values), clock-skew=DURATION (the node's
+// clocks off by it while the fault lasts), clock-jump=DURATION (the
+// clocks step by it once), cpu=FRACTION-OF-A-CORE or memory=MB.
 // needsCgroups is true for cpu and memory.
 func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 	kind, arg, hasArg := strings.Cut(spec, "=")
@@ -30,12 +33,20 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		return noArg(partitionFault{})
 	case "split":
 		return noArg(splitFault{})
+	case "disk-full":
+		return noArg(diskFullFault{})
 	case "disk-stall":
 		d, err := time.ParseDuration(arg)
 		if err != nil || d <= 0 {
 			return nil, false, fmt.Errorf("chaos: disk-stall=DURATION (e.g. disk-stall=1s), got %q", spec)
 		}
 		return diskStallFault{d}, false, nil
+	case "clock-skew", "clock-jump":
+		d, err := time.ParseDuration(arg)
+		if err != nil || d == 0 || d < -24*time.Hour || d > 24*time.Hour {
+			return nil, false, fmt.Errorf("chaos: %s=DURATION (e.g. %s=2m, -24h to 24h, not 0), got %q", kind, kind, spec)
+		}
+		return clockFault{by: d, jump: kind == "clock-jump"}, false, nil
 	case "cpu":
 		q, err := strconv.ParseFloat(arg, 64)
 		if err != nil || q <= 0 || q > 64 {
@@ -49,7 +60,7 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		}
 		return cgroupFault{memory: mb << 20}, true, nil
 	}
-	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, split, disk-stall=D, cpu=Q, memory=MB)", spec)
+	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, split, disk-stall=D, disk-full, clock-skew=D, clock-jump=D, cpu=Q, memory=MB)", spec)
 }
 
 // Schedule repeats one fault: the first at At, lasting For, Repeat times,

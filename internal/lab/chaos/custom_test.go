@@ -21,6 +21,10 @@ func TestParseFault(t *testing.T) {
 		"memory=256":      {"memory", "256 MB", true},
 		"memory=128MB":    {"memory", "128 MB", true},
 		"disk-stall=fast": {"", "", false}, // not a duration
+		"clock-skew=2m":   {"clock-skew", "2m0s", false},
+		"disk-full":       {"disk-full", "", false},
+		"clock-skew=-90s": {"clock-skew", "-1m30s", false},
+		"clock-jump=1h":   {"clock-jump", "1h0m0s", false},
 	}
 	for spec, want := range good {
 		f, cg, err := ParseFault(spec)
@@ -34,7 +38,7 @@ func TestParseFault(t *testing.T) {
 			t.Errorf("%q: %v %v %v, want %+v", spec, f, cg, err, want)
 		}
 	}
-	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood", "split=2"} {
+	for _, bad := range []string{"", "kill=1", "cpu", "cpu=0", "cpu=-1", "memory=8", "memory=x", "disk-stall=0s", "flood", "split=2", "clock-skew", "clock-skew=0s", "clock-jump=25h", "clock-jump=x", "disk-full=1"} {
 		if _, _, err := ParseFault(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

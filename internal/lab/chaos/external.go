@@ -109,7 +109,7 @@ func RunExternal(ctx context.Context, cfg ExternalConfig) (*Result, error) {
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
-	wait := startWorkload(wctx, rec, cfg.Endpoints, cfg.Workload)
+	wait := startWorkload(wctx, rec, cfg.Endpoints, cfg.Workload, PreloadConfig{})
 	faults := runExternalFaults(wctx, cfg.Faults, start, logf)
 	wait()
 	elapsed := time.Since(start)
@@ -123,9 +123,10 @@ func RunExternal(ctx context.Context, cfg ExternalConfig) (*Result, error) {
 }
 
 // startWorkload starts the register clients (client i talks to node
-// i mod n first and fails over to the others) and the unique-write set;
-// the returned function waits for them to stop, when ctx ends.
-func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w WorkloadConfig) (wait func()) {
+// i mod n first and fails over to the others; a share of their operations
+// go to the preloaded records, if any) and the unique-write set; the
+// returned function waits for them to stop, when ctx ends.
+func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w WorkloadConfig, p PreloadConfig) (wait func()) {
 	var keys []string
 	for i := 0; i < w.Keys; i++ {
 		keys = append(keys, fmt.Sprintf("reg/%d", i))
@@ -140,7 +141,7 @@ func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w Wor
 		wg.Add(1)
 		go func(i, node int) {
 			defer wg.Done()
-			runRegisters(ctx, rec, cl, i, node, keys, int64(i+1))
+			runRegisters(ctx, rec, cl, i, node, keys, int64(i+1), p)
 		}(i, node)
 	}
 	wg.Add(1)
@@ -183,6 +184,7 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 	hashes func(i int) ([]checker.ShardHash, error), logf func(string, ...any)) error {
 	all, _ := rec.perf.Results(elapsed)
 	res.Ops, res.Series = len(rec.history), all.Series
+	res.Throughput, res.P99Ms = all.Throughput, all.Latency.P99
 	res.ClientErrors = map[string]uint64{}
 	rec.mu.Lock()
 	for k, v := range rec.errKinds {
@@ -199,6 +201,10 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 		logf("writing the visualization: %v", err)
 	}
 	res.Linearizable, res.CheckTimedOut = ok, timedOut
+	res.AppliedTwice = checker.AppliedTwice(rec.history)
+	if res.AppliedTwice == nil {
+		res.AppliedTwice = []string{}
+	}
 
 	cl, _ := client.New(endpoints, client.Options{Timeout: 10 * time.Second})
 	lost, err := checker.LostWrites(rec.acked, func(k string) (string, bool, error) {

@@ -127,3 +127,35 @@ func (f diskStallFault) Inject(c *Cluster, n int) error {
 func (f diskStallFault) Heal(c *Cluster, n int) error {
 	return c.admin(n, func(ctx context.Context, a *client.Admin) error { return a.DiskStall(ctx, 0) })
 }
+
+// clockFault shifts the node's clocks (wall and monotonic, through its
+// fault hook; the machine's clock is never touched). A skew sets the
+// offset to by while the fault lasts and back to 0 when it heals (a step
+// forward, then one back); a jump moves the clocks by by once and leaves
+// them there (healing is a no-op; the run's final heal resets them).
+type clockFault struct {
+	by   time.Duration
+	jump bool
+}
+
+func (f clockFault) Kind() string {
+	if f.jump {
+		return "clock-jump"
+	}
+	return "clock-skew"
+}
+func (f clockFault) Param() string { return f.by.String() }
+func (f clockFault) Inject(c *Cluster, n int) error {
+	return c.admin(n, func(ctx context.Context, a *client.Admin) error {
+		if f.jump {
+			return a.ClockJump(ctx, f.by)
+		}
+		return a.ClockSkew(ctx, f.by)
+	})
+}
+func (f clockFault) Heal(c *Cluster, n int) error {
+	if f.jump {
+		return nil
+	}
+	return c.admin(n, func(ctx context.Context, a *client.Admin) error { return a.ClockSkew(ctx, 0) })
+}

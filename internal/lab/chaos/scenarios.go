@@ -39,12 +39,21 @@ func series(target string, fs ...Fault) func(time.Duration) []Step {
 
 // Scenarios lists every scenario by name.
 var Scenarios = map[string]Scenario{
-	"leader-kill":       {Description: "kill -9 the leader of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "leader")},
-	"follower-kill":     {Description: "kill -9 a follower of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "follower")},
-	"leader-pause":      {Description: "SIGSTOP the leader of shard 1 for 10 s", MinDuration: 20 * time.Second, Steps: one(pauseFault{}, "leader")},
-	"partition-leader":  {Description: "isolate the leader of shard 1 from every other node for 10 s", MinDuration: 20 * time.Second, Steps: one(partitionFault{}, "leader")},
-	"partition-split":   {Description: "cut a minority with the leader of shard 1 from the majority for 10 s (1 vs 2 nodes; 2 vs 3 with --nodes 5)", MinDuration: 20 * time.Second, Steps: one(splitFault{}, "leader")},
-	"disk-stall-leader": {Description: "delay every storage commit of the leader of shard 1 by 1 s, for 10 s", MinDuration: 20 * time.Second, Steps: one(diskStallFault{time.Second}, "leader")},
+	"leader-kill":         {Description: "kill -9 the leader of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "leader")},
+	"follower-kill":       {Description: "kill -9 a follower of shard 1, restart it 10 s later", MinDuration: 20 * time.Second, Steps: one(killFault{}, "follower")},
+	"leader-pause":        {Description: "SIGSTOP the leader of shard 1 for 10 s", MinDuration: 20 * time.Second, Steps: one(pauseFault{}, "leader")},
+	"partition-leader":    {Description: "isolate the leader of shard 1 from every other node for 10 s", MinDuration: 20 * time.Second, Steps: one(partitionFault{}, "leader")},
+	"partition-split":     {Description: "cut a minority with the leader of shard 1 from the majority for 10 s (1 vs 2 nodes; 2 vs 3 with --nodes 5)", MinDuration: 20 * time.Second, Steps: one(splitFault{}, "leader")},
+	"disk-stall-leader":   {Description: "delay every storage commit of the leader of shard 1 by 1 s, for 10 s", MinDuration: 20 * time.Second, Steps: one(diskStallFault{time.Second}, "leader")},
+	"clock-skew-leader":   {Description: "the clocks of the leader of shard 1 run 2 minutes ahead for 10 s, then step back", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute}, "leader")},
+	"clock-skew-follower": {Description: "the clocks of a follower of shard 1 run 2 minutes ahead for 10 s, then step back", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute}, "follower")},
+	"clock-jump-leader":   {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead mid-run and stay there", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute, jump: true}, "leader")},
+	"disk-full-leader":    {Description: "the disk of the leader of shard 1 is full for 10 s (its disk guard answers new values with 507 and hands its leaderships away)", MinDuration: 20 * time.Second, Steps: one(diskFullFault{}, "leader")},
+	"clock-jump-partition": {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead, then it is isolated for 6 s (writes in flight to it are retried elsewhere under their request ids)", MinDuration: 25 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: clockFault{by: 2 * time.Minute, jump: true}, Target: "leader", At: 5 * time.Second, For: time.Second},
+				{Fault: partitionFault{}, Target: "leader", At: 8 * time.Second, For: 6 * time.Second}}
+		}},
 	"rolling-restart": {Description: "restart every node in turn (SIGTERM, 3 s down)", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			var out []Step

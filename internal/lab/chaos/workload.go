@@ -108,10 +108,21 @@ func perfErr(err error) error {
 }
 
 // runRegisters drives one client: reads, writes of unique values and
-// compare-and-sets on the register keys, all through one node.
-func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, node int, keys []string, seed int64) {
+// compare-and-sets on the register keys, all through one node, and with
+// a preload, reads and updates of the records (p.Percent of the
+// operations).
+func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, node int, keys []string, seed int64, p PreloadConfig) {
 	rng := rand.New(rand.NewSource(seed))
+	var val []byte
+	if p.Keys > 0 {
+		val = make([]byte, p.ValueSize)
+		rng.Read(val)
+	}
 	for seq := 0; ctx.Err() == nil; seq++ {
+		if p.Keys > 0 && rng.Intn(100) < p.Percent {
+			dataOp(rec, cl, p, rng, val)
+			continue
+		}
 		key := keys[rng.Intn(len(keys))]
 		op := checker.Op{Client: id, Key: key, Node: node}
 		call := time.Now()
@@ -125,17 +136,17 @@ func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, nod
 			if errors.Is(err, client.ErrNotFound) {
 				err = nil
 			}
-			op.Value = string(v.Value)
+			op.Value, op.Version = string(v.Value), v.Version
 		case x < 8:
 			op.Kind = checker.Write
 			op.Value = fmt.Sprintf("c%d-%d", id, seq)
-			_, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{})
+			op.Version, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{})
 		default:
 			// Read the current version, then compare-and-set on it.
 			v, gerr := cl.Get(context.Background(), []byte(key), false)
 			ret := time.Now()
 			rd := checker.Op{Client: id, Key: key, Node: node, Kind: checker.Read, Call: op.Call, Return: rec.since(ret),
-				Value: string(v.Value), Outcome: outcomeOf(gerr)}
+				Value: string(v.Value), Version: v.Version, Outcome: outcomeOf(gerr)}
 			if errors.Is(gerr, client.ErrNotFound) {
 				rd.Outcome, rd.Value = checker.OK, ""
 			}
@@ -147,12 +158,13 @@ func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, nod
 			call = time.Now()
 			op.Call = rec.since(call)
 			op.Kind, op.Expected, op.Value = checker.CAS, string(v.Value), fmt.Sprintf("c%d-%d", id, seq)
-			_, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{IfVersion: v.Version})
+			op.Version, err = cl.Put(context.Background(), []byte(key), []byte(op.Value), client.PutOptions{IfVersion: v.Version})
 		}
 		end := time.Now()
 		op.Return = rec.since(end)
 		op.Outcome = outcomeOf(err)
 		if err != nil {
+			op.Version = 0
 			op.Err = err.Error()
 		}
 		rec.add(op)

@@ -34,5 +34,9 @@ type Op struct {
 	Return   int64   `json:"return"`             // ns since the run started
 	Outcome  Outcome `json:"outcome"`
 	Node     int     `json:"node"`
-	Err      string  `json:"err,omitempty"`
+	// Version is the key's version the node answered: the new one of an
+	// acknowledged write or compare-and-set, the one read (0: unknown or
+	// absent).
+	Version uint64 `json:"version,omitempty"`
+	Err     string `json:"err,omitempty"`
 }

@@ -94,6 +94,9 @@ func Build(dirs []string, out, title string) error {
 	if len(dirs) == 0 {
 		return fmt.Errorf("report: no result directories")
 	}
+	if isChaos(dirs[0]) {
+		return BuildChaos(dirs, out, title)
+	}
 	var rs []*result.Result
 	seen := map[string]int{}
 	for _, d := range dirs {
@@ -248,6 +251,11 @@ func Build(dirs []string, out, title string) error {
 			d.p("- " + n)
 		}
 	}
+	return writeDoc(&d, out, title)
+}
+
+// writeDoc writes d as out/report.md and out/report.html.
+func writeDoc(d *doc, out, title string) error {
 	md := d.md.String()
 	page := "<!doctype html><html><head><meta charset=\"utf-8\"><title>" + html.EscapeString(title) +
 		"</title><style>body{font-family:sans-serif;max-width:1100px;margin:2em auto}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}</style></head><body>\n" +
