@@ -30,6 +30,7 @@ func newServeCmd() *cobra.Command {
 		maxInflight, groupWrites, maxConns int
 		groupDelay                         time.Duration
 		cacheSize                          int64
+		valueSeparation                    int
 		unsafeNoSync                       bool
 		faultInjection                     bool
 		etcdAddr                           string
@@ -66,7 +67,7 @@ func newServeCmd() *cobra.Command {
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
 				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
-				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
+				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize, ValueSeparation: valueSeparation,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
 				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
@@ -98,6 +99,7 @@ func newServeCmd() *cobra.Command {
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
+	f.IntVar(&valueSeparation, "value-separation", storage.DefaultValueSeparation, "values of at least this many bytes are kept in Pebble's blob files, out of compactions (-1: all inline)")
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)

@@ -65,6 +65,10 @@ type Config struct {
 	// CacheSize is the bytes of Pebble's block cache (0: the storage
 	// default).
 	CacheSize int64
+	// ValueSeparation is the smallest value kept in Pebble's blob files
+	// (storage.Options.ValueSeparation; 0: the storage default, negative:
+	// none).
+	ValueSeparation int
 	// EtcdAddr is where the etcd v3 gRPC API listens; "" turns it off.
 	EtcdAddr string
 	// EtcdAddrOptional: when EtcdAddr cannot be listened on, warn and run
@@ -223,7 +227,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: log}
 	s.stopping, s.beginsStop = context.WithCancel(context.Background())
-	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize}
+	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize, ValueSeparation: cfg.ValueSeparation}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
 	}

@@ -14,6 +14,7 @@ type shardCollector struct {
 	s *Server
 
 	hasLeader, applied, lag, fsync *prometheus.Desc
+	written, blobFiles, blobBytes  *prometheus.Desc
 }
 
 func newShardCollector(s *Server) *shardCollector {
@@ -26,6 +27,12 @@ func newShardCollector(s *Server) *shardCollector {
 			"Entries a follower lacks of its leader's log, reported by the leader (the shard's leader only).", []string{"shard", "follower"}, nil),
 		fsync: prometheus.NewDesc("cairn_wal_fsync_duration_seconds",
 			"Latency of the write-ahead log's fsyncs.", nil, nil),
+		written: prometheus.NewDesc("cairn_storage_bytes_written_total",
+			"Bytes the storage engine wrote to disk, by kind (wal, flush, compaction, ingest): with the bytes acknowledged, the write amplification.", []string{"kind"}, nil),
+		blobFiles: prometheus.NewDesc("cairn_storage_blob_files",
+			"Live blob files (values kept out of the LSM's sstables).", nil, nil),
+		blobBytes: prometheus.NewDesc("cairn_storage_blob_bytes",
+			"Size of the live blob files.", nil, nil),
 	}
 }
 
@@ -34,6 +41,9 @@ func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.applied
 	ch <- c.lag
 	ch <- c.fsync
+	ch <- c.written
+	ch <- c.blobFiles
+	ch <- c.blobBytes
 }
 
 func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
@@ -58,6 +68,12 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	h := c.s.eng.WALFsyncHistogram()
 	ch <- prometheus.MustNewConstHistogram(c.fsync, h.Count, h.Sum, h.Buckets)
+	w := c.s.eng.WriteStats()
+	for kind, n := range map[string]uint64{"wal": w.WAL, "flush": w.Flushed, "compaction": w.Compacted, "ingest": w.Ingested} {
+		ch <- prometheus.MustNewConstMetric(c.written, prometheus.CounterValue, float64(n), kind)
+	}
+	ch <- prometheus.MustNewConstMetric(c.blobFiles, prometheus.GaugeValue, float64(w.BlobFiles))
+	ch <- prometheus.MustNewConstMetric(c.blobBytes, prometheus.GaugeValue, float64(w.BlobBytes))
 }
 
 // lagOf is how many entries of a log ending at last a follower that holds

@@ -36,6 +36,13 @@ type Options struct {
 	// least time since the previous sync: commits that ask for a sync
 	// within it wait and share the next one (group commit). Nil: none.
 	SyncDelay func() time.Duration
+	// ValueSeparation is the smallest user value (in bytes) kept out of
+	// the LSM's sstables, in Pebble's blob files, so compactions move a
+	// reference instead of rewriting the value. Default
+	// DefaultValueSeparation; negative: every value stays inline. Shard-local
+	// records (the Raft log, the dedup table) always stay inline: they are
+	// short-lived.
+	ValueSeparation int
 	// FS is the filesystem the engine lives on, its staging folder for
 	// ingestion included. Nil: the operating system's. Tests pass an
 	// in-memory one (NewCrashableFS, to simulate losing unsynced writes).
@@ -49,6 +56,9 @@ func (o Options) EnsureDefaults() Options {
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = 32 << 20
+	}
+	if o.ValueSeparation == 0 {
+		o.ValueSeparation = DefaultValueSeparation
 	}
 	return o
 }
@@ -91,6 +101,7 @@ func Open(dir string, opts Options) (*Engine, error) {
 	for i := range po.Levels {
 		po.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	separateValues(po, opts.ValueSeparation)
 	db, err := pebble.Open(dir, po)
 	if err != nil {
 		cache.Unref()

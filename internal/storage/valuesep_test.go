@@ -1,0 +1,74 @@
+package storage
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// Large user values go to blob files when the memtable flushes; small ones
+// and every shard-local record (the Raft log) stay inline; all read back.
+func TestValueSeparation(t *testing.T) {
+	const n, size = 200, 4096
+	for _, tc := range []struct {
+		name    string
+		minSize int
+		blobs   bool
+	}{{"on", 1024, true}, {"off", -1, false}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := Open(t.TempDir(), Options{ValueSeparation: tc.minSize})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.Close()
+			// Random bytes: blob files are compressed, so repeated bytes
+			// would shrink to nothing.
+			value := func(i int, sz int) []byte {
+				r := rand.New(rand.NewPCG(uint64(i), uint64(sz)))
+				b := make([]byte, sz)
+				for j := range b {
+					b[j] = byte(r.Uint32())
+				}
+				return b
+			}
+			b := e.NewBatch()
+			for i := range n {
+				b.Set(DataKey(uint64(i)<<40, []byte(fmt.Sprint("big-", i))), EncodeValue(uint64(i+1), value(i, size)))
+				b.Set(DataKey(uint64(i)<<40+1, []byte(fmt.Sprint("small-", i))), EncodeValue(uint64(i+1), value(i, 100)))
+				b.Set(LogKey(1, uint64(i+1)), value(i, size)) // a Raft log entry
+			}
+			if err := b.Commit(true); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.db.Flush(); err != nil {
+				t.Fatal(err)
+			}
+			w := e.WriteStats()
+			if tc.blobs {
+				// The big data values (n × size) are in blob files; the
+				// log entries (as many bytes again) are not.
+				if w.BlobFiles == 0 || w.BlobBytes < n*size/2 || w.BlobBytes > n*size*3/2 {
+					t.Fatalf("%d blob files of %d bytes; want the %d bytes of big values and not the log's", w.BlobFiles, w.BlobBytes, n*size)
+				}
+			} else if w.BlobFiles != 0 {
+				t.Fatalf("%d blob files with value separation off", w.BlobFiles)
+			}
+			if w.Flushed == 0 || w.WAL == 0 {
+				t.Fatalf("write stats %+v: want WAL and flushed bytes", w)
+			}
+			for i := range n {
+				got, err := e.Get(DataKey(uint64(i)<<40, []byte(fmt.Sprint("big-", i))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if v, data, err := DecodeValue(got); err != nil || v != uint64(i+1) || !bytes.Equal(data, value(i, size)) {
+					t.Fatalf("big-%d read back as version %d, %d bytes, %v", i, v, len(data), err)
+				}
+				if got, err := e.Get(LogKey(1, uint64(i+1))); err != nil || !bytes.Equal(got, value(i, size)) {
+					t.Fatalf("log entry %d: %d bytes, %v", i+1, len(got), err)
+				}
+			}
+		})
+	}
+}
