@@ -173,21 +173,35 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 func backupShard(ctx context.Context, hc *http.Client, s client.ShardInfo, addrs map[uint64]string, dir string) (ShardBackup, error) {
 	nodes := append([]uint64{s.Leader}, s.Replicas...)
 	var last error
-	for _, n := range nodes {
-		if n == 0 || addrs[n] == "" {
-			continue
+	// A node may be down or the shard in an election: try every replica,
+	// a few rounds.
+	for round := range shardRounds {
+		if round > 0 {
+			select {
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return ShardBackup{}, fmt.Errorf("backup: shard %d: %w (last: %v)", s.ID, ctx.Err(), last)
+			}
 		}
-		sb, err := fetchShard(ctx, hc, s.ID, n, addrs[n], dir)
-		if err == nil {
-			return sb, nil
-		}
-		last = err
-		if ctx.Err() != nil {
-			break
+		for _, n := range nodes {
+			if n == 0 || addrs[n] == "" {
+				continue
+			}
+			sb, err := fetchShard(ctx, hc, s.ID, n, addrs[n], dir)
+			if err == nil {
+				return sb, nil
+			}
+			last = err
+			if ctx.Err() != nil {
+				break
+			}
 		}
 	}
 	return ShardBackup{}, fmt.Errorf("backup: shard %d: %w", s.ID, last)
 }
+
+// shardRounds is how many times a shard's replicas are each tried.
+const shardRounds = 3
 
 func fetchShard(ctx context.Context, hc *http.Client, shard, node uint64, addr, dir string) (ShardBackup, error) {
 	url := fmt.Sprintf("http://%s/v1/admin/backup/shards/%d", strings.TrimPrefix(addr, "http://"), shard)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/replica"
 )
@@ -26,13 +27,37 @@ func (c *Coordinator) Backup(ctx context.Context, id uint64, w io.Writer) error 
 	if r == nil {
 		return fmt.Errorf("%w: shard %d (its replicas are on nodes %v)", ErrNoReplica, id, d.Replicas)
 	}
-	if _, err := r.ReadIndexForward(ctx); err != nil {
-		var nl *replica.NotLeaderError
-		if errors.As(err, &nl) || errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("%w: read index of shard %d: %v", ErrTimeout, id, err)
-		}
+	if err := c.backupReadIndex(ctx, r, id); err != nil {
 		return err
 	}
 	_, err := r.WriteBackup(ctx, w, d.Epoch)
 	return err
+}
+
+// backupReadWait bounds the wait for a backup's read index: through an
+// election, not forever.
+const backupReadWait = 30 * time.Second
+
+// backupReadIndex waits until replica r has applied a read index of its
+// shard, retrying while the shard has no leader (an election).
+func (c *Coordinator) backupReadIndex(ctx context.Context, r *replica.Replica, id uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, backupReadWait)
+	defer cancel()
+	for {
+		_, err := r.ReadIndexForward(ctx)
+		var nl *replica.NotLeaderError
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &nl):
+			select { // no leader known yet: wait for the election
+			case <-time.After(50 * time.Millisecond):
+				continue
+			case <-ctx.Done():
+			}
+		case !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+			return err
+		}
+		return fmt.Errorf("%w: no read index of shard %d within %v: %v", ErrTimeout, id, backupReadWait, err)
+	}
 }

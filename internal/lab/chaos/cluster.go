@@ -40,6 +40,8 @@ type Cluster struct {
 	// mem holds the figures a memory fault took at healing, by node,
 	// until the run takes them (takeMem); under notesMu.
 	mem map[int]memFigures
+	// backups are the backups backup faults took (under backupsMu).
+	backups []backupRun
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {

@@ -116,6 +116,11 @@ func (r *Result) Failures() []string {
 	if !r.ReplicasConverged {
 		out = append(out, "replicas diverged")
 	}
+	for _, b := range r.Backups {
+		if b.Error != "" || b.Missing > 0 {
+			out = append(out, fmt.Sprintf("backup %s: %d of %d writes acknowledged before it missing after restore %s", filepath.Base(b.Dir), b.Missing, b.AckedBefore, b.Error))
+		}
+	}
 	for _, f := range r.Faults {
 		if f.Error != "" {
 			out = append(out, fmt.Sprintf("%s on node %d: %s", f.Kind, f.Node, f.Error))

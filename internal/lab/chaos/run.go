@@ -108,7 +108,9 @@ type Result struct {
 	// Preloaded records of ValueSize bytes were under the workload
 	// (PreloadConfig); 0: none.
 	Preloaded uint64 `json:"preloaded,omitempty"`
-	ValueSize int    `json:"value_size,omitempty"`
+	// Backups are the checks of the backups backup faults took.
+	Backups   []BackupCheck `json:"backups,omitempty"`
+	ValueSize int           `json:"value_size,omitempty"`
 }
 
 // Passed reports whether every check passed.
@@ -180,6 +182,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := checkRun(res, rec, elapsed, cfg.Dir, c.Endpoints(), c.Size(), hashes, logf); err != nil {
 		return nil, err
 	}
+	res.Backups = checkBackups(ctx, c, rec, start, logf)
 	return res, nil
 }
 

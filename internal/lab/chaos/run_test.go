@@ -123,3 +123,23 @@ func TestRecorderCountsErrorsByKind(t *testing.T) {
 		t.Errorf("%v, want %v", rec.errKinds, want)
 	}
 }
+
+// A backup that lost acknowledged writes, or could not be restored, fails
+// the run even when every other check passed.
+func TestBackupChecksFailTheRun(t *testing.T) {
+	ok := Result{Linearizable: true, ReplicasConverged: true}
+	for _, tc := range []struct {
+		b    BackupCheck
+		fail bool
+	}{
+		{BackupCheck{Dir: "/x/backup-1", AckedBefore: 10}, false},
+		{BackupCheck{Dir: "/x/backup-1", AckedBefore: 10, Missing: 1, MissingKeys: []string{"set/000003"}}, true},
+		{BackupCheck{Dir: "/x/backup-1", Error: "cairn restore: exit status 1"}, true},
+	} {
+		r := ok
+		r.Backups = []BackupCheck{tc.b}
+		if got := len(r.Failures()) > 0; got != tc.fail || r.Passed() == tc.fail {
+			t.Errorf("%+v: failures %v, passed %v; want failing %v", tc.b, r.Failures(), r.Passed(), tc.fail)
+		}
+	}
+}

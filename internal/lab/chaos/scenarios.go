@@ -66,6 +66,11 @@ var Scenarios = map[string]Scenario{
 	"slow-cpu-follower": {Description: "cgroup CPU quota of 0.2, 0.1, 0.05 core on a follower of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("follower", cgroupFault{cpu: 0.2}, cgroupFault{cpu: 0.1}, cgroupFault{cpu: 0.05})},
 	"memory-leader":     {Description: "cgroup memory limit of 512, 256, 128 MB on the leader of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("leader", cgroupFault{memory: 512 << 20}, cgroupFault{memory: 256 << 20}, cgroupFault{memory: 128 << 20})},
 	"memory-follower":   {Description: "cgroup memory limit of 512, 256, 128 MB on a follower of shard 1", Cgroups: true, MinDuration: 45 * time.Second, Steps: series("follower", cgroupFault{memory: 512 << 20}, cgroupFault{memory: 256 << 20}, cgroupFault{memory: 128 << 20})},
+	"backup-leader-kill": {Description: "kill -9 the leader of shard 1 and at once take a hot backup through another node (restarting the leader 10 s later), then another backup through any node; each backup, restored into a fresh cluster, must hold every write acknowledged before it started", MinDuration: 25 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: backupFault{kill: true}, Target: "leader", At: 5 * time.Second, For: 10 * time.Second},
+				{Fault: backupFault{}, Target: "random", At: max(d-5*time.Second, 18*time.Second), For: time.Second}}
+		}},
 	"leader-kill-partition": {Description: "kill -9 the leader of shard 1, then isolate the new leader (the short run of make test)", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: killFault{}, Target: "leader", At: 5 * time.Second, For: 6 * time.Second},

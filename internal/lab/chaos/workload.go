@@ -22,6 +22,8 @@ type recorder struct {
 	start   time.Time
 	history []checker.Op
 	acked   map[string]string
+	// ackedAt is when each acknowledged unique write's answer came.
+	ackedAt map[string]time.Time
 	perf    *result.Recorder
 	// errKinds counts the failed operations by errKind (the run's
 	// client_errors).
@@ -183,6 +185,10 @@ func runSet(ctx context.Context, rec *recorder, cls []*client.Client) {
 		if err == nil {
 			rec.mu.Lock()
 			rec.acked[k] = v
+			if rec.ackedAt == nil {
+				rec.ackedAt = map[string]time.Time{}
+			}
+			rec.ackedAt[k] = time.Now()
 			rec.mu.Unlock()
 		}
 	}

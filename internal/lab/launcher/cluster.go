@@ -130,6 +130,12 @@ func (c *Cluster) Replication() int { return c.cfg.Replication }
 // URL is node id's HTTP base URL.
 func (c *Cluster) URL(id int) string { return "http://" + c.Node(id).HTTPAddr }
 
+// Bin is the cairn binary the nodes run.
+func (c *Cluster) Bin() string { return c.cfg.Bin }
+
+// Dir holds the nodes' data dirs and logs.
+func (c *Cluster) Dir() string { return c.cfg.Dir }
+
 // Endpoints are every node's URL, in id order.
 func (c *Cluster) Endpoints() []string {
 	out := make([]string, len(c.nodes))
