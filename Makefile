@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Every package but the integration tests (those run real processes).
 PKGS     = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd docker-image docker-test rules-test
+.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd bench-entity docker-image docker-test rules-test
 
 all: build
 
@@ -94,3 +94,9 @@ clean:
 # docs/benchmarks/vs-etcd/. Installs Debian's etcd-server if missing.
 bench-vs-etcd: build
 	scripts/bench-vs-etcd.sh
+
+# wrk (Debian's) against a local three-node Cairn: the v0 entity API, one
+# request at a time per keep-alive connection, 50/50 PUT/GET, 1/2/4
+# connections, replicas=2/3 and 3/3.
+bench-entity: build
+	scripts/bench-entity.sh
