@@ -3,9 +3,12 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,6 +130,20 @@ func TestListingAndIndexQueries(t *testing.T) {
 	}
 	sort.Strings(keys)
 	checkKeys(t, "age range [-5, 10]", keys, func(j int) bool { return age(j) >= -5 && age(j) <= 10 })
+
+	// YCSB E in `cairn bench` scans with real listings.
+	out := filepath.Join(t.TempDir(), "ycsb-e")
+	b, err := exec.Command(binary, "bench", "--target", strings.Join(eps, ","), "--out", out, "--workload", "ycsb-e",
+		"--records", "300", "--clients", "4", "--total", "300").CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench ycsb-e: %v\n%s", err, b)
+	}
+	if res := readBenchResults(t, out); res.Ops != 300 || res.Errors != 0 {
+		t.Fatalf("bench ycsb-e: %d ops, %d errors\n%s", res.Ops, res.Errors, b)
+	}
+	if strings.Contains(string(b), "point reads") {
+		t.Fatalf("bench ycsb-e still approximates scans:\n%s", b)
+	}
 
 	// HEAD answers the size and terms without the value.
 	v, size, idx, err := cl.Head(ctx, []byte(key(42)), false)
