@@ -64,7 +64,16 @@ func (s *Snapshot) Scan(o ScanOptions) (ScanOutput, error) {
 	if err != nil {
 		return out, err
 	}
-	defer it.Close()
+	out, err = s.scanIter(it, o, prefix)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return out, err
+}
+
+// scanIter is Scan's walk over it (positioned nowhere yet).
+func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput, error) {
+	var out ScanOutput
 	size, examined := 0, 0
 	for ok := it.First(); ok; ok = it.Next() {
 		if len(out.Entries) >= o.Limit || (len(out.Entries) > 0 && size >= o.MaxBytes) || examined >= o.MaxExamined {
@@ -102,7 +111,7 @@ func (s *Snapshot) Scan(o ScanOptions) (ScanOutput, error) {
 		size += len(e.SortKey) + len(e.Term) + len(e.Value)
 		out.Entries = append(out.Entries, e)
 	}
-	return out, it.Close()
+	return out, nil
 }
 
 // Meta is what HeadValue reads of a stored object.
