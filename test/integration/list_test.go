@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -16,8 +17,16 @@ import (
 	"github.com/cairn-db/cairn/client"
 )
 
-// listObjects is how many objects the listing test writes.
-const listObjects = 5000
+// listObjects is how many objects the listing test writes: 5,000, or
+// CAIRN_LIST_OBJECTS (e.g. 100000 for the full-size check).
+var listObjects = envInt("CAIRN_LIST_OBJECTS", 5000)
+
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil && n > 0 {
+		return n
+	}
+	return def
+}
 
 // Objects with index headers written through every node of three real
 // processes come back whole and once each: listed by prefix page by page,

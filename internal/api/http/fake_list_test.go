@@ -8,9 +8,20 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
+// Head answers from the fake's data without counting a read of the value.
 func (f *fakeBackend) Head(ctx context.Context, key []byte, o kv.ReadOptions) (kv.Meta, error) {
-	v, err := f.Get(ctx, key, o)
-	return kv.Meta{Version: v.Version, Size: len(v.Data), Index: v.Index}, err
+	if err := f.wait(ctx); err != nil {
+		return kv.Meta{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastR = o
+	f.heads++
+	v, ok := f.data[string(key)]
+	if !ok {
+		return kv.Meta{}, kv.ErrNotFound
+	}
+	return kv.Meta{Version: v.Version, Size: len(v.Data), Index: v.Index}, nil
 }
 
 // List lists the fake's keys in order (the coordinator's bounds apply).

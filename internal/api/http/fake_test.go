@@ -17,12 +17,14 @@ type fakeBackend struct {
 	lastR  kv.ReadOptions
 	lastW  kv.WriteOptions
 	// lastList and lastIndex: the options of the last List and IndexQuery.
-	lastList  kv.ListOptions
-	lastIndex kv.IndexQueryOptions
-	ids       map[string]string // request id -> the write it named
-	err       error             // returned by every data call when set
-	block     chan struct{}     // data calls wait on it when set
-	entered   chan struct{}
+	lastList kv.ListOptions
+	// gets and heads count the value reads and the metadata reads.
+	gets, heads int
+	lastIndex   kv.IndexQueryOptions
+	ids         map[string]string // request id -> the write it named
+	err         error             // returned by every data call when set
+	block       chan struct{}     // data calls wait on it when set
+	entered     chan struct{}
 }
 
 func newFake() *fakeBackend { return &fakeBackend{data: map[string]kv.Value{}, next: 1} }
@@ -48,6 +50,7 @@ func (f *fakeBackend) Get(ctx context.Context, key []byte, o kv.ReadOptions) (kv
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastR = o
+	f.gets++
 	v, ok := f.data[string(key)]
 	if !ok {
 		return kv.Value{}, kv.ErrNotFound

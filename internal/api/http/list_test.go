@@ -33,7 +33,11 @@ func TestIndexHeadersRoundTrip(t *testing.T) {
 		t.Fatalf("backend got terms %v, want %v", got, want)
 	}
 	for _, method := range []string{"GET", "HEAD"} {
+		gets, heads := f.gets, f.heads
 		r = do(t, h, method, "/v1/kv/a", nil, nil)
+		if method == "HEAD" && (f.gets != gets || f.heads != heads+1) {
+			t.Fatalf("HEAD read the value (%d gets, %d heads before; %d, %d after)", gets, heads, f.gets, f.heads)
+		}
 		if r.code != 200 || r.h.Get("X-Cairn-Index-email_bin") != "a@x, b@x" || r.h.Get("X-Cairn-Index-age_int") != "-42" {
 			t.Fatalf("%s: %d %v", method, r.code, r.h)
 		}
