@@ -264,6 +264,10 @@ func (c *Coordinator) scanOn(ctx context.Context, node uint64, sq *wire.ScanRequ
 	if node == c.cfg.NodeID {
 		return c.serveScan(ctx, sq)
 	}
+	// One attempt is bounded, as in onLeader, so a node that hangs costs
+	// at most this before its shards are planned on other replicas.
+	ctx, cancel := context.WithTimeout(ctx, 2*forwardAttempt)
+	defer cancel()
 	req := &wire.Request{Kind: wire.KindScan, Sender: c.cfg.NodeID, Command: sq.Marshal()}
 	if dl, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = dl.UnixNano()
