@@ -216,3 +216,45 @@ func TestIndexQueryIntOrder(t *testing.T) {
 		}
 	}
 }
+
+// A listing planned on a node that is gone moves that node's shards to
+// other replicas: the page is still whole. Each other node is stopped in
+// turn, so one of them is one the coordinator plans on.
+func TestListWithANodeDown(t *testing.T) {
+	c := newCluster(t, 4, 6, replica.Config{})
+	var want []string
+	for i := 0; i < 120; i++ {
+		k := fmt.Sprintf("k%03d", i)
+		want = append(want, k)
+		if _, _, err := c.nodes[1].coord.Put(ctx5(t), []byte(k), []byte("v-"+k), kv.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, victim := range []uint64{2, 3, 4} {
+		c.stop(victim)
+		for _, cons := range []kv.Consistency{kv.Linearizable, kv.Serializable} {
+			eventually(t, 10*time.Second, func() error {
+				var got []string
+				opts := kv.ListOptions{Limit: 25, Consistency: cons}
+				for {
+					p, err := c.nodes[1].coord.List(ctx5(t), opts)
+					if err != nil {
+						return err
+					}
+					for _, e := range p.Entries {
+						got = append(got, string(e.Key))
+					}
+					if !p.More {
+						break
+					}
+					opts.After = p.Last
+				}
+				if !slices.Equal(got, want) {
+					return fmt.Errorf("node %d down, consistency %d: %d keys, want %d", victim, cons, len(got), len(want))
+				}
+				return nil
+			})
+		}
+		c.start(victim, false)
+	}
+}
