@@ -2,7 +2,10 @@ package storage
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Maintenance of the derived indexes (index_keys.go) outside the apply
@@ -180,9 +183,47 @@ func (e *Engine) eachObject(tokStart, tokEnd uint64, f func(b *Batch, tok uint64
 	return b.Commit(false)
 }
 
+// derivedVersionKey records that the engine's derived indexes cover all
+// its data: an engine written by a Cairn without them (its data dir
+// predates indexes) has data but not the key, and is rebuilt whole once.
+func derivedVersionKey() []byte { return MetaKey("derived-v1") }
+
 // recoverDerived finishes, at open, the derived-index work a crash cut:
-// every range with a marker is rebuilt from its data.
+// every range with a marker is rebuilt from its data. Then an engine whose
+// data predates the derived indexes gets them.
 func (e *Engine) recoverDerived() error {
+	if err := e.recoverMarkers(); err != nil {
+		return err
+	}
+	if _, err := e.Get(derivedVersionKey()); err == nil {
+		return nil
+	} else if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	lo, hi := DataSpan(0, 0)
+	it, err := e.NewIter(lo, hi)
+	if err != nil {
+		return err
+	}
+	hasData := it.First()
+	if err := it.Close(); err != nil {
+		return err
+	}
+	if hasData {
+		if err := e.RebuildDerived(0, 0); err != nil {
+			return err
+		}
+	}
+	// Written past the engine's commit counters: opening is no commit of
+	// the node's.
+	if err := e.db.Set(derivedVersionKey(), nil, pebble.Sync); err != nil {
+		return fmt.Errorf("storage: %w", err)
+	}
+	return nil
+}
+
+// recoverMarkers rebuilds every range with a marker.
+func (e *Engine) recoverMarkers() error {
 	p := derivedMarkerPrefix()
 	it, err := e.NewIter(p, PrefixEnd(p))
 	if err != nil {

@@ -112,3 +112,22 @@ func TestScanBounds(t *testing.T) {
 		t.Fatalf("whole range: got %+v more %v", out.Entries, out.More)
 	}
 }
+
+// A data dir written before the derived indexes existed gets them, whole,
+// the first time it opens.
+func TestDerivedBuiltForOldData(t *testing.T) {
+	dir := t.TempDir()
+	e, err := Open(dir, Options{CacheSize: 1 << 20})
+	must(t, err)
+	b := e.NewBatch()
+	b.Set(DataKey(7, []byte("old")), EncodeValue(1, []byte("v")))
+	b.Delete(derivedVersionKey()) // as an older Cairn left it
+	must(t, b.Commit(true))
+	must(t, e.Close())
+	e, err = Open(dir, Options{CacheSize: 1 << 20})
+	must(t, err)
+	defer e.Close()
+	if got := keyOrder(t, e); !slices.Equal(got, []string{"old"}) {
+		t.Fatalf("key order after the upgrade: %q", got)
+	}
+}
