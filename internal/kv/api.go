@@ -3,6 +3,8 @@ package kv
 import (
 	"errors"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // Sentinel errors returned by the Coordinator. They are always wrapped with
@@ -89,6 +91,10 @@ type WriteOptions struct {
 	// under an id the shard remembers fails with ErrRequestIDReused and
 	// writes nothing. Empty: the coordinator makes one.
 	RequestID []byte
+	// Index: a put's secondary-index terms (wire.ParseIndexTerm), which
+	// replace the object's earlier ones; none removes them. Bounded by
+	// wire.MaxIndexTerms and wire.MaxIndexBytes (ErrInvalidArgument).
+	Index []wire.IndexTerm
 }
 
 // Value is a stored value and its version (the Raft log index of the write
@@ -96,6 +102,8 @@ type WriteOptions struct {
 type Value struct {
 	Data    []byte
 	Version uint64
+	// Index: the object's secondary-index terms.
+	Index []wire.IndexTerm
 }
 
 // NodeStatus is what GET /v1/status reports about one node.

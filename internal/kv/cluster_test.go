@@ -123,7 +123,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 	}
 	a.coord = mustCoordinator(c.t, kv.Config{
 		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
-		Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger,
+		Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger, Engine: eng,
 	})
 	st.Start(fresh)
 	c.nodes[id] = &tnode{id: id, eng: eng, st: st, coord: a.coord, ad: a}

@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -30,6 +31,11 @@ type Config struct {
 	Map         shard.Map
 	Store       *store.Store
 	Transport   transport.Transport
+	// Engine is the node's storage engine, which ordered scans (listing,
+	// index queries) and HEAD read directly: their derived indexes are
+	// node-global, not any one replica's. Nil: this node answers scans
+	// and HEAD with an error.
+	Engine *storage.Engine
 	// DefaultTimeout applies when a request's context has no deadline.
 	// Default 5s.
 	DefaultTimeout time.Duration
@@ -167,7 +173,7 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	if serializable {
 		req.Kind = wire.KindReadLocal
 		if r := c.cfg.Store.Replica(d.ID); r != nil {
-			return readLocal(r, key)
+			return c.readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))
 	}
@@ -181,7 +187,7 @@ func (c *Coordinator) decodeRead(resp *wire.Response, err error) (Value, error) 
 	if err := statusErr(resp); err != nil {
 		return Value{}, err
 	}
-	return Value{Data: resp.Value, Version: resp.Version}, nil
+	return Value{Data: resp.Value, Version: resp.Version, Index: resp.Terms}, nil
 }
 
 // readLocal reads key from the local replica r's applied state.
@@ -230,6 +236,14 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	ctx, cancel := c.writeDeadline(ctx)
 	defer cancel()
 	cmd := wire.Command{RequestID: opts.RequestID, Op: op, Key: key, Value: value}
+	if len(opts.Index) > 0 {
+		if op != wire.OpPut {
+			return nil, fmt.Errorf("%w: index terms on a delete", ErrInvalidArgument)
+		}
+		if cmd.Index, err = wire.NormalizeIndex(opts.Index); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+		}
+	}
 	if len(cmd.RequestID) == 0 {
 		cmd.RequestID = c.newRequestID(c.cfg.Clock.Now().UnixNano())
 	}

@@ -5,6 +5,10 @@
 // following NotLeader hints and retrying through elections until the
 // request's deadline. Serializable reads are served by the local replica.
 //
+// Listings and index queries are coverage queries: one replica of every
+// shard, as few nodes as possible, each scanning its node-global ordered
+// index once; the coordinator merges the answers in order (scan.go).
+//
 // Writes carry a request id; the shard's state machine remembers applied ids,
 // so a write retried after a leader change applies at most once and the
 // retry returns the first attempt's result.

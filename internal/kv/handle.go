@@ -33,8 +33,19 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 // handleLocal is HandleRequest under the caller's deadline (ctx already
 // carries the request's).
 func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.Response {
-	if req.Kind == wire.KindNodeInfo {
+	switch req.Kind {
+	case wire.KindNodeInfo:
 		return &wire.Response{Status: wire.StatusOK, Value: c.nodeInfo().Marshal()}
+	case wire.KindScan:
+		var sq wire.ScanRequest
+		if err := sq.Unmarshal(req.Command); err != nil {
+			return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+		}
+		res, err := c.serveScan(ctx, &sq)
+		if err != nil {
+			return errResponse(err)
+		}
+		return &wire.Response{Status: wire.StatusOK, Value: res.Marshal()}
 	}
 	r := c.cfg.Store.Replica(req.ShardID)
 	if r == nil {
@@ -49,7 +60,9 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	case wire.KindRead:
 		return c.execRead(ctx, r, req)
 	case wire.KindReadLocal:
-		return valueResponse(readLocal(r, req.Key))
+		return valueResponse(c.readLocal(r, req.Key))
+	case wire.KindHead:
+		return c.execHead(ctx, r, req)
 	case wire.KindAppliedIndex:
 		if err := r.WaitApplied(ctx, req.Index); err != nil {
 			return errResponse(err)
@@ -81,7 +94,7 @@ func (c *Coordinator) checkRoute(r *replica.Replica, req *wire.Request) *wire.Re
 			req.Decoded = cmd
 		}
 		key = req.Decoded.Key
-	case wire.KindRead, wire.KindReadLocal:
+	case wire.KindRead, wire.KindReadLocal, wire.KindHead:
 		key = req.Key
 	default:
 		return nil
@@ -170,7 +183,7 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 				Message: "fewer than ACK replicas applied the read index in time"}
 		}
 	}
-	return valueResponse(readLocal(r, req.Key))
+	return valueResponse(c.readLocal(r, req.Key))
 }
 
 // waitAppliedOn asks the other replicas of r's shard to confirm they have
@@ -210,7 +223,7 @@ func valueResponse(v Value, err error) *wire.Response {
 	if err != nil {
 		return errResponse(err)
 	}
-	return &wire.Response{Status: wire.StatusOK, Value: v.Data, Version: v.Version}
+	return &wire.Response{Status: wire.StatusOK, Value: v.Data, Version: v.Version, Terms: v.Index}
 }
 
 func errResponse(err error) *wire.Response {

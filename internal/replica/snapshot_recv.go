@@ -253,7 +253,7 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftp
 			return err
 		}
 	}
-	if err := eng.Ingest(files); err != nil {
+	if err := eng.IngestDerived(files, r.start, r.end); err != nil { // data and its derived indexes
 		rc.done <- false
 		return err
 	}

@@ -338,7 +338,7 @@ func (s *Server) build() error {
 	st.SetTransport(nodeTr)
 	if s.coord, err = kv.New(kv.Config{
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
-		Replication: id.Replication, Map: id.Map, Store: st, Transport: nodeTr,
+		Replication: id.Replication, Map: id.Map, Store: st, Transport: nodeTr, Engine: s.eng,
 		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log, Clock: s.clock,
 		Disk: s.disk.State,
 	}); err != nil {

@@ -54,25 +54,33 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 			}
 		}
 	}
-	key := storage.DataKey(shard.Token(cmd.Key), cmd.Key)
+	tok := shard.Token(cmd.Key)
+	key := storage.DataKey(tok, cmd.Key)
 	// An unconditional put's outcome does not depend on the key's current
 	// state; only whether it created the key does, and only the replica
 	// that answers the write (it holds the proposal's waiter) needs to
 	// know that. Other replicas skip looking the version up — with a large
-	// key space the read is most of the cost of applying a write.
+	// key space the read is most of the cost of applying a write — unless
+	// the shard holds indexed objects, whose old index entries a write
+	// must remove (index.go).
 	unconditionalPut := cmd.Op == wire.OpPut && cmd.Cond == wire.CondNone
 	answers := unconditionalPut && rd.waiting(cmd.RequestID)
 	var curVersion uint64
-	looked := !unconditionalPut || answers
+	var oldTerms []wire.IndexTerm
+	looked := !unconditionalPut || answers || m.clock.indexed
 	if looked {
 		var known bool
-		if curVersion, known = m.versions.get(cmd.Key); !known {
+		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:
-				curVersion, _, _ = storage.DecodeValue(cur)
+				if curVersion, oldTerms, _, err = storage.DecodeValueMeta(cur); err != nil {
+					panic("statemachine: apply read: " + err.Error())
+				}
 			case !errors.Is(err, storage.ErrNotFound):
 				panic("statemachine: apply read: " + err.Error())
+			default:
+				curVersion = 0
 			}
 		}
 	}
@@ -85,7 +93,8 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	case cmd.Cond == wire.CondIfAbsent && exists:
 		res.Status = wire.StatusPreconditionFailed
 	case cmd.Op == wire.OpPut:
-		b.Set(key, storage.EncodeValue(index, cmd.Value))
+		b.Set(key, storage.EncodeValueMeta(index, cmd.Index, cmd.Value))
+		m.maintainIndex(b, tok, cmd, oldTerms, exists, false)
 		res.Version = index
 		created = !exists && (answers || !unconditionalPut)
 		// Every replica knows it for a conditional put, so the dedup
@@ -96,6 +105,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		curVersion = index
 	case cmd.Op == wire.OpDelete && exists:
 		b.Delete(key)
+		m.maintainIndex(b, tok, cmd, oldTerms, true, true)
 		res.Version = curVersion
 		curVersion = 0
 	default:

@@ -13,7 +13,10 @@ import (
 
 // testMachine opens a machine of shard 1 on a new engine, with a dedup
 // TTL of one second and no version cache.
-func testMachine(t *testing.T) *Machine {
+func testMachine(t *testing.T) *Machine { return testMachineB(t) }
+
+// testMachineB is testMachine for tests and benchmarks.
+func testMachineB(t testing.TB) *Machine {
 	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
 	if err != nil {
 		t.Fatal(err)

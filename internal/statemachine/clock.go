@@ -28,6 +28,10 @@ type clockState struct {
 	now  uint64 // the shard clock, in nanoseconds
 	term uint64 // the term of the last stamped entry
 	last uint64 // the highest reading stamped in term
+	// indexed is not about time but rides in the same record (replicated
+	// state that snapshots carry): some write to the shard has carried
+	// index terms (see index.go). Encoded as a 25th byte, only when set.
+	indexed bool
 }
 
 // MaxClockStep is the most one stamped entry advances the shard clock of a
@@ -61,16 +65,21 @@ func (c *clockState) advance(term, reading, maxStep uint64) {
 }
 
 func (c *clockState) marshal() []byte {
-	b := make([]byte, 0, 24)
+	b := make([]byte, 0, 25)
 	b = binary.BigEndian.AppendUint64(b, c.now)
 	b = binary.BigEndian.AppendUint64(b, c.term)
-	return binary.BigEndian.AppendUint64(b, c.last)
+	b = binary.BigEndian.AppendUint64(b, c.last)
+	if c.indexed {
+		b = append(b, 1)
+	}
+	return b
 }
 
 func (c *clockState) unmarshal(b []byte) error {
-	if len(b) != 24 {
+	if len(b) != 24 && (len(b) != 25 || b[24] != 1) {
 		return fmt.Errorf("%w: shard clock of %d bytes", storage.ErrCorrupt, len(b))
 	}
+	c.indexed = len(b) == 25
 	c.now = binary.BigEndian.Uint64(b)
 	c.term = binary.BigEndian.Uint64(b[8:])
 	c.last = binary.BigEndian.Uint64(b[16:])

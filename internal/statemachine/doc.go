@@ -18,9 +18,14 @@
 // After a snapshot replaced the shard's state in the engine, Reset reloads
 // the in-memory state. Get serves serializable reads of the applied state.
 //
+// Indexes. A write also maintains, in the same batch, the node-global
+// derived indexes of its object — the key order and the secondary-index
+// entries of its terms — which storage can rebuild from the data alone
+// (index.go, docs/indexes.md).
+//
 // Deduplication. A write's record holds its request id, the fingerprint
-// of its command (operation, condition, version, key, value) and its
-// result. A retry — same id, same fingerprint — gets the recorded result
+// of its command (operation, condition, version, key, value, index
+// terms) and its result. A retry — same id, same fingerprint — gets the recorded result
 // and applies nothing; another command under a used id gets
 // wire.StatusRequestIDReused (HTTP 409) and applies nothing either.
 //

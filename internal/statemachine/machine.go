@@ -163,10 +163,11 @@ func dropLegacyDedup(eng *storage.Engine, shardID uint64) error {
 	return nil
 }
 
-// Value is a stored value and its version.
+// Value is a stored value, its version and its index terms.
 type Value struct {
 	Data    []byte
 	Version uint64
+	Index   []wire.IndexTerm
 }
 
 // Get reads key from the applied state (a serializable read: it may be
@@ -184,11 +185,11 @@ func (m *Machine) Get(key []byte) (Value, error) {
 	if err != nil {
 		return Value{}, err
 	}
-	v, data, err := storage.DecodeValue(b)
+	v, terms, data, err := storage.DecodeValueMeta(b)
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{Data: data, Version: v}, nil
+	return Value{Data: data, Version: v, Index: terms}, nil
 }
 
 // Result of an applied write.

@@ -15,7 +15,16 @@
 //	                                  fingerprints and results of an entry's
 //	                                  writes whose shard-clock time is in the
 //	                                  bucket
-//	0x02 token(8) user-key            user value: version(8) | value bytes
+//	0x02 token(8) user-key            user value: version(8) | value bytes;
+//	                                  with the version's top bit set, index
+//	                                  metadata between them (index_keys.go)
+//	0x04 user-key                     key order -> token(8) (derived)
+//	0x05 index 0x00 term' user-key    secondary index -> token(8) (derived)
+//	0x00 "meta/derived-pending/" range  a derived-index rebuild to finish
+//
+// The 0x04 and 0x05 entries are derived from the data: written in the
+// apply batch with it, rebuilt from it after a snapshot's ingestion or a
+// crash (derived.go, docs/indexes.md).
 //
 // User data is keyed by token (xxhash64 of the key) first, so a shard's token
 // range [start, end) is one contiguous Pebble key range: snapshots and hashes

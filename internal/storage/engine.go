@@ -115,6 +115,11 @@ func Open(dir string, opts Options) (*Engine, error) {
 		cache.Unref()
 		return nil, err
 	}
+	if err := e.recoverDerived(); err != nil {
+		db.Close()
+		cache.Unref()
+		return nil, err
+	}
 	return e, nil
 }
 

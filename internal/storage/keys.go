@@ -154,10 +154,9 @@ func EncodeValue(version uint64, data []byte) []byte {
 	return append(b, data...)
 }
 
-// DecodeValue splits a stored value; data aliases b.
+// DecodeValue splits a stored value, skipping its metadata if it has any
+// (EncodeValueMeta); data aliases b.
 func DecodeValue(b []byte) (version uint64, data []byte, err error) {
-	if len(b) < 8 {
-		return 0, nil, fmt.Errorf("%w: value of %d bytes", ErrCorrupt, len(b))
-	}
-	return binary.BigEndian.Uint64(b), b[8:], nil
+	version, _, data, err = splitValue(b)
+	return version, data, err
 }

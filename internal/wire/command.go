@@ -38,13 +38,19 @@ type Command struct {
 	Version   uint64 // for CondIfMatch
 	Key       []byte
 	Value     []byte
+	// Index holds a put's secondary-index terms, in NormalizeIndex's
+	// canonical order (none: the object is in no index).
+	Index []IndexTerm
 }
 
 // Command encodings: commandV1 also held the proposer's wall clock (read
-// and ignored, for logs written by an earlier Cairn); commandV2 does not.
+// and ignored, for logs written by an earlier Cairn); commandV2 does not;
+// commandV3 is commandV2 followed by the index terms (written only for a
+// command that has some, so other commands encode as before).
 const (
 	commandV1 = 1
 	commandV2 = 3
+	commandV3 = 5
 )
 
 // Fingerprint identifies what c does — its operation, condition, compared
@@ -52,15 +58,30 @@ const (
 // a write can be told apart from another write that reuses its request
 // id. Two commands with equal fingerprints are the same write (up to a
 // 2^-64 chance).
+//
+// A command with index terms hashes them too, after the value's length:
+// its first byte has the top bit set, so its fingerprint never equals one
+// of a command without terms by construction, and the fingerprints of
+// commands without terms are what they were before indexes existed.
 func (c *Command) Fingerprint() uint64 {
 	var h xxhash.Digest
 	h.Reset()
 	var hdr [2 + 8 + binary.MaxVarintLen64]byte
 	hdr[0], hdr[1] = byte(c.Op), byte(c.Cond)
+	if len(c.Index) > 0 {
+		hdr[0] |= 0x80
+	}
 	binary.BigEndian.PutUint64(hdr[2:10], c.Version)
 	n := 10 + binary.PutUvarint(hdr[10:], uint64(len(c.Key)))
 	_, _ = h.Write(hdr[:n])
 	_, _ = h.Write(c.Key)
+	if len(c.Index) > 0 {
+		n = binary.PutUvarint(hdr[:], uint64(len(c.Value)))
+		_, _ = h.Write(hdr[:n])
+		_, _ = h.Write(c.Value)
+		_, _ = h.Write(AppendIndexTerms(nil, c.Index))
+		return h.Sum64()
+	}
 	_, _ = h.Write(c.Value)
 	return h.Sum64()
 }
@@ -68,13 +89,20 @@ func (c *Command) Fingerprint() uint64 {
 // Marshal encodes c.
 func (c *Command) Marshal() []byte {
 	w := writer{b: make([]byte, 0, 24+len(c.RequestID)+len(c.Key)+len(c.Value))}
-	w.u8(commandV2)
+	if len(c.Index) > 0 {
+		w.u8(commandV3)
+	} else {
+		w.u8(commandV2)
+	}
 	w.bytes(c.RequestID)
 	w.u8(uint8(c.Op))
 	w.u8(uint8(c.Cond))
 	w.u64(c.Version)
 	w.bytes(c.Key)
 	w.bytes(c.Value)
+	if len(c.Index) > 0 {
+		w.b = AppendIndexTerms(w.b, c.Index)
+	}
 	return w.b
 }
 
@@ -82,7 +110,7 @@ func (c *Command) Marshal() []byte {
 func (c *Command) Unmarshal(b []byte) error {
 	r := reader{b: b}
 	v := r.u8()
-	if v != commandV1 && v != commandV2 && r.err == nil {
+	if v != commandV1 && v != commandV2 && v != commandV3 && r.err == nil {
 		r.fail("command version")
 	}
 	c.RequestID = r.bytes()
@@ -94,6 +122,13 @@ func (c *Command) Unmarshal(b []byte) error {
 	c.Version = r.u64()
 	c.Key = r.bytes()
 	c.Value = r.bytes()
+	c.Index = nil
+	if v == commandV3 {
+		c.Index, _ = r.indexTerms()
+		if r.err == nil && (len(c.Index) == 0 || c.Op != OpPut) {
+			r.fail("index terms on a command that cannot carry them")
+		}
+	}
 	if err := r.done(); err != nil {
 		return err
 	}

@@ -10,6 +10,14 @@ const (
 	KindReadLocal    Kind = 3 // serializable read from the receiver's replica
 	KindAppliedIndex Kind = 4 // the receiver replica's applied index
 	KindNodeInfo     Kind = 5 // read-only: the receiver's NodeInfo (no shard)
+	// KindScan: an ordered scan of the receiver's key-order or secondary
+	// index over the shards a ScanRequest (in Command) lists; the answer's
+	// Value is a ScanResult. ShardID is 0.
+	KindScan Kind = 6
+	// KindHead: a read of the key's version, size and index terms but not
+	// its value; Index 1 asks for a linearizable read (KindRead's path),
+	// 0 for a serializable one.
+	KindHead Kind = 7
 )
 
 // Request is what a coordinator sends to another node.
@@ -73,7 +81,7 @@ func (r *Request) Unmarshal(b []byte) error {
 	if err := rd.done(); err != nil {
 		return err
 	}
-	if r.Kind < KindWrite || r.Kind > KindNodeInfo {
+	if r.Kind < KindWrite || r.Kind > KindHead {
 		rd.fail("unknown kind")
 	}
 	return rd.err
@@ -89,6 +97,11 @@ type Response struct {
 	Index   uint64 // KindAppliedIndex
 	Value   []byte
 	Message string
+	// Size and Terms: a read's value size (KindHead, whose Value is
+	// empty) and the object's index terms. Encoded after Message only
+	// when either is set, so other answers encode as before.
+	Size  uint64
+	Terms []IndexTerm
 }
 
 // Marshal encodes r.
@@ -105,6 +118,10 @@ func (r *Response) Marshal() []byte {
 	w.u64(r.Index)
 	w.bytes(r.Value)
 	w.str(r.Message)
+	if r.Size != 0 || len(r.Terms) > 0 {
+		w.u64(r.Size)
+		w.b = AppendIndexTerms(w.b, r.Terms)
+	}
 	return w.b
 }
 
@@ -118,5 +135,10 @@ func (r *Response) Unmarshal(b []byte) error {
 	r.Index = rd.u64()
 	r.Value = rd.bytes()
 	r.Message = rd.str()
+	r.Size, r.Terms = 0, nil
+	if rd.err == nil && len(rd.b) > 0 {
+		r.Size = rd.u64()
+		r.Terms, _ = rd.indexTerms()
+	}
 	return rd.done()
 }

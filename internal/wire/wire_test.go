@@ -147,6 +147,13 @@ func FuzzDecode(f *testing.F) {
 	r := Request{Kind: KindRead, ShardID: 1, Key: []byte("k")}
 	f.Add(r.Marshal())
 	f.Add([]byte{1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01})
+	ic := c
+	ic.Index = []IndexTerm{{Name: "e_bin", Term: []byte("x")}, {Name: "n_int", Term: EncodeIntTerm(-3)}}
+	f.Add(ic.Marshal())
+	sq := ScanRequest{Index: "e_bin", Shards: []ScanShard{{ID: 1, Epoch: 1}}, From: []byte("a"), Limit: 10}
+	f.Add(sq.Marshal())
+	sr := ScanResult{Entries: []ScanEntry{{SortKey: []byte("k"), Key: []byte("k")}}, More: true, Last: []byte("k")}
+	f.Add(sr.Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c Command
 		if c.Unmarshal(b) == nil {
@@ -170,6 +177,16 @@ func FuzzDecode(f *testing.F) {
 		_ = resp.Unmarshal(b)
 		var res Result
 		_ = res.Unmarshal(b)
+		var q ScanRequest
+		if q.Unmarshal(b) == nil {
+			var q2 ScanRequest
+			if err := q2.Unmarshal(q.Marshal()); err != nil || len(q2.Shards) != len(q.Shards) || (q2.After == nil) != (q.After == nil) {
+				t.Fatalf("scan request re-encoding differs: %v", err)
+			}
+		}
+		var sr ScanResult
+		_ = sr.Unmarshal(b)
+		_, _ = DecodeIndexTerms(b)
 	})
 }
 

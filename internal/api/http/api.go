@@ -18,6 +18,9 @@ type Backend interface {
 	Get(ctx context.Context, key []byte, opts kv.ReadOptions) (kv.Value, error)
 	Put(ctx context.Context, key, value []byte, opts kv.WriteOptions) (version uint64, created bool, err error)
 	Delete(ctx context.Context, key []byte, opts kv.WriteOptions) (version uint64, err error)
+	Head(ctx context.Context, key []byte, opts kv.ReadOptions) (kv.Meta, error)
+	List(ctx context.Context, opts kv.ListOptions) (kv.ListPage, error)
+	IndexQuery(ctx context.Context, opts kv.IndexQueryOptions) (kv.IndexPage, error)
 	Status() kv.NodeStatus
 	Cluster(ctx context.Context) kv.ClusterInfo
 	ReplicationFactor() int
@@ -118,6 +121,8 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 	mux.Handle("/v0/status", a.wrap("v0_status", false, a.v0Status))
 	mux.Handle("/v0/entity", entity)
 	mux.Handle("/v1/kv/", kv)
+	mux.Handle("/v1/kv", a.wrap("v1_list", true, a.v1List))
+	mux.Handle("/v1/index/", a.wrap("v1_index", true, a.v1Index))
 	mux.Handle("/v1/status", a.wrap("v1_status", false, a.v1Status))
 	mux.Handle("/v1/cluster", a.wrap("v1_cluster", false, a.v1Cluster))
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))

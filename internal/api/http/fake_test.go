@@ -10,16 +10,21 @@ import (
 
 // fakeBackend is an in-memory Backend recording every call.
 type fakeBackend struct {
-	mu      sync.Mutex
-	data    map[string]kv.Value
-	next    uint64
-	writes  int
-	lastR   kv.ReadOptions
-	lastW   kv.WriteOptions
-	ids     map[string]string // request id -> the write it named
-	err     error             // returned by every data call when set
-	block   chan struct{}     // data calls wait on it when set
-	entered chan struct{}
+	mu     sync.Mutex
+	data   map[string]kv.Value
+	next   uint64
+	writes int
+	lastR  kv.ReadOptions
+	lastW  kv.WriteOptions
+	// lastList and lastIndex: the options of the last List and IndexQuery.
+	lastList kv.ListOptions
+	// gets and heads count the value reads and the metadata reads.
+	gets, heads int
+	lastIndex   kv.IndexQueryOptions
+	ids         map[string]string // request id -> the write it named
+	err         error             // returned by every data call when set
+	block       chan struct{}     // data calls wait on it when set
+	entered     chan struct{}
 }
 
 func newFake() *fakeBackend { return &fakeBackend{data: map[string]kv.Value{}, next: 1} }
@@ -45,6 +50,7 @@ func (f *fakeBackend) Get(ctx context.Context, key []byte, o kv.ReadOptions) (kv
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastR = o
+	f.gets++
 	v, ok := f.data[string(key)]
 	if !ok {
 		return kv.Value{}, kv.ErrNotFound
@@ -68,7 +74,7 @@ func (f *fakeBackend) Put(ctx context.Context, key, value []byte, o kv.WriteOpti
 	}
 	f.writes++
 	f.next++
-	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.next}
+	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.next, Index: o.Index}
 	return f.next, !exists, nil
 }
 

@@ -30,6 +30,9 @@ func FuzzHandler(f *testing.F) {
 	f.Add("GET", "/v1/kv/a%2Fb", "consistency=serializable", `"3"`, "")
 	f.Add("DELETE", "/v1/kv/x", "", "*", "")
 	f.Add("PATCH", "/v0/entity", "id=", "", "")
+	f.Add("GET", "/v1/kv", "prefix=a&limit=3&continuation=YQ&keys_only=true", "", "")
+	f.Add("GET", "/v1/index/age_int", "start=-1&end=9&max_results=2&return_terms=true", "", "")
+	f.Add("GET", "/v1/index/e_bin/x%00y", "continuation=AA", "", "")
 	f.Fuzz(func(t *testing.T, method, path, query, cond, body string) {
 		if method == "" || !validToken(method) || strings.Contains(path, "debug") {
 			return // pprof's profile and trace endpoints run for seconds by design

@@ -56,6 +56,7 @@ func (a *api) v0Entity(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/octet-stream")
+		setIndexHeaders(w.Header(), v.Index)
 		_, _ = w.Write(v.Data)
 	case http.MethodPut:
 		opts, body, ok := a.parsePut(w, r, false)
@@ -118,6 +119,20 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, err.Error())
 			return
 		}
+		if r.Method == http.MethodHead {
+			// HEAD reads the version, size and index terms, not the value.
+			m, err := a.b.Head(ctx, key, opts)
+			if err != nil {
+				writeBackendError(w, a.cfg.Logger, err)
+				return
+			}
+			h := w.Header()
+			h["Etag"] = []string{etag(m.Version)}
+			h["Content-Type"] = octetStream
+			h["Content-Length"] = []string{strconv.Itoa(m.Size)}
+			setIndexHeaders(h, m.Index)
+			return
+		}
 		v, err := a.b.Get(ctx, key, opts)
 		if err != nil {
 			writeBackendError(w, a.cfg.Logger, err)
@@ -127,9 +142,8 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 		h["Etag"] = []string{etag(v.Version)}
 		h["Content-Type"] = octetStream
 		h["Content-Length"] = []string{strconv.Itoa(len(v.Data))}
-		if r.Method == http.MethodGet {
-			_, _ = w.Write(v.Data)
-		}
+		setIndexHeaders(h, v.Index)
+		_, _ = w.Write(v.Data)
 	case http.MethodPut:
 		opts, body, ok := a.parsePut(w, r, true)
 		if !ok {
@@ -200,6 +214,9 @@ func writeJSON(w http.ResponseWriter, v any) {
 // parsePut reads a PUT's options and body, answering 400/413 itself.
 func (a *api) parsePut(w http.ResponseWriter, r *http.Request, conditional bool) (kv.WriteOptions, []byte, bool) {
 	opts, err := a.writeOptions(r, conditional)
+	if err == nil {
+		opts.Index, err = parseIndexHeaders(r.Header)
+	}
 	if err != nil {
 		badRequest(w, err.Error())
 		return opts, nil, false

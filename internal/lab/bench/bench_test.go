@@ -181,10 +181,11 @@ func TestRecorderPercentilesAndWarmup(t *testing.T) {
 
 // memDriver is an in-memory Driver for runner tests.
 type memDriver struct {
-	mu   sync.Mutex
-	data map[string][]byte
-	puts int
-	gets int
+	mu    sync.Mutex
+	data  map[string][]byte
+	puts  int
+	gets  int
+	scans int
 }
 
 func (m *memDriver) Put(_ context.Context, _ int, k, v []byte) error {
@@ -201,6 +202,12 @@ func (m *memDriver) Get(_ context.Context, _ int, k []byte) error {
 	if _, ok := m.data[string(k)]; !ok {
 		return ErrNotFound
 	}
+	return nil
+}
+func (m *memDriver) Scan(_ context.Context, _ int, _ []byte, _ int) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.scans++
 	return nil
 }
 func (m *memDriver) EntityPut(ctx context.Context, c int, k, v []byte) error {
@@ -313,6 +320,9 @@ func (s *slowDriver) Put(ctx context.Context, _ int, _, _ []byte) error {
 	}
 }
 func (s *slowDriver) Get(ctx context.Context, c int, k []byte) error { return s.Put(ctx, c, k, nil) }
+func (s *slowDriver) Scan(ctx context.Context, c int, k []byte, _ int) error {
+	return s.Put(ctx, c, k, nil)
+}
 func (s *slowDriver) EntityPut(ctx context.Context, c int, k, v []byte) error {
 	return s.Put(ctx, c, k, v)
 }

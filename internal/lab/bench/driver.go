@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -27,6 +28,8 @@ var ErrNotFound = result.ErrNotFound
 type Driver interface {
 	Put(ctx context.Context, conn int, key, val []byte) error
 	Get(ctx context.Context, conn int, key []byte) error
+	// Scan reads up to limit records in key order from start.
+	Scan(ctx context.Context, conn int, start []byte, limit int) error
 	EntityPut(ctx context.Context, conn int, id, val []byte) error
 	EntityGet(ctx context.Context, conn int, id []byte) error
 	Close() error
@@ -216,6 +219,19 @@ func (d *httpDriver) Get(ctx context.Context, conn int, key []byte) error {
 	return d.do(ctx, conn, key, http.MethodGet, u, nil)
 }
 
+// scanURL is the listing of up to limit records from start.
+func (d *httpDriver) scanURL(start []byte, limit int) string {
+	u := "/v1/kv?start=" + url.QueryEscape(string(start)) + "&limit=" + strconv.Itoa(limit)
+	if d.c.Serializable {
+		u += "&consistency=serializable"
+	}
+	return u
+}
+
+func (d *httpDriver) Scan(ctx context.Context, conn int, start []byte, limit int) error {
+	return d.do(ctx, conn, start, http.MethodGet, d.scanURL(start, limit), nil)
+}
+
 func (d *httpDriver) entityURL(id []byte) string {
 	u := "/v0/entity?id=" + url.QueryEscape(string(id))
 	if d.c.Replicas != "" {
@@ -288,6 +304,15 @@ func (d *etcdDriver) Get(ctx context.Context, conn int, key []byte) error {
 		return ErrNotFound
 	}
 	return nil
+}
+
+func (d *etcdDriver) Scan(ctx context.Context, conn int, start []byte, limit int) error {
+	opts := []clientv3.OpOption{clientv3.WithFromKey(), clientv3.WithLimit(int64(limit))}
+	if d.c.Serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	_, err := d.cl(conn).Get(ctx, string(start), opts...)
+	return err
 }
 
 var errEntityUnsupported = errors.New("bench: the entity workload needs a Cairn (http://) target")

@@ -33,7 +33,7 @@ type loopClient struct {
 	rng      *rand.Rand
 	conn     int // its connection number, as the goroutine runner's
 	op       Op
-	step     int // the op's request in flight (scans and read-modify-writes have several)
+	step     int // the op's request in flight (a read-modify-write has two)
 	intended time.Time
 }
 
@@ -120,9 +120,6 @@ func (r *loopRun) issue(c *loopClient, dt *dirty) {
 
 // key of the client's current request.
 func (c *loopClient) key() []byte {
-	if c.op.Kind == KindScan {
-		return c.op.Keys[c.step]
-	}
 	return c.op.Key
 }
 
@@ -166,6 +163,8 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 	switch c.op.Kind {
 	case KindEntityPut, KindEntityGet:
 		b = append(b, lc.run.d.entityURL(c.op.Key)...)
+	case KindScan:
+		b = append(b, lc.run.d.scanURL(c.op.Key, c.op.Limit)...)
 	default:
 		b = append(b, "/v1/kv/"...)
 		b = appendPathEscape(b, c.key())
@@ -200,14 +199,9 @@ func appendPathEscape(b, s []byte) []byte {
 // answered advances the client whose request got status at end.
 func (r *loopRun) answered(c *loopClient, status int, end time.Time, dt *dirty) {
 	err := statusError(status)
-	// A scan's and a read-modify-write's reads go on past an absent key.
+	// A read-modify-write's read goes on past an absent key.
 	more := err == nil || err == ErrNotFound
 	switch c.op.Kind {
-	case KindScan:
-		more = more && c.step+1 < len(c.op.Keys)
-		if err == ErrNotFound {
-			err = nil
-		}
 	case KindRMW:
 		more = more && c.step == 0
 		if c.step == 0 && err == ErrNotFound {

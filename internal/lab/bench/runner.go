@@ -36,12 +36,7 @@ func exec(ctx context.Context, d Driver, conn int, op Op) error {
 	case KindGet:
 		return d.Get(ctx, conn, op.Key)
 	case KindScan:
-		for _, k := range op.Keys {
-			if err := d.Get(ctx, conn, k); err != nil && err != ErrNotFound {
-				return err
-			}
-		}
-		return nil
+		return d.Scan(ctx, conn, op.Key, op.Limit)
 	case KindRMW:
 		if err := d.Get(ctx, conn, op.Key); err != nil && err != ErrNotFound {
 			return err

@@ -16,7 +16,7 @@ type Kind int
 const (
 	KindPut       Kind = iota // write key=value (v1 / etcd Put)
 	KindGet                   // read key (v1 / etcd Get)
-	KindScan                  // read Keys in order (YCSB E, approximated by point reads)
+	KindScan                  // read Limit records in key order from Key (YCSB E)
 	KindRMW                   // read then write (YCSB F)
 	KindEntityPut             // v0 PUT /v0/entity
 	KindEntityGet             // v0 GET /v0/entity
@@ -27,8 +27,8 @@ type Op struct {
 	Name  string // reported name: put, get, read, update, insert, scan, rmw
 	Kind  Kind
 	Key   []byte
-	Keys  [][]byte // KindScan
 	Value []byte
+	Limit int // KindScan: the records to read
 }
 
 // Params configure workloads.

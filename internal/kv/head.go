@@ -1,0 +1,102 @@
+package kv
+
+import (
+	"context"
+	"errors"
+
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// Meta is what Head reads of an object: everything but its value.
+type Meta struct {
+	Version uint64
+	Size    int
+	Index   []wire.IndexTerm
+}
+
+// Head reads key's version, value size and index terms without returning
+// its value (HTTP HEAD). With values stored inline in the LSM, the engine
+// still reads the block that holds the value, but nothing copies it and
+// nothing crosses the network.
+func (c *Coordinator) Head(ctx context.Context, key []byte, opts ReadOptions) (Meta, error) {
+	ack, _, err := c.ackFrom(opts.Ack, opts.From)
+	if err != nil {
+		return Meta{}, err
+	}
+	ctx, cancel := c.withDeadline(ctx)
+	defer cancel()
+	d := c.cfg.Map.ForKey(key)
+	req := &wire.Request{Kind: wire.KindHead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
+	var resp *wire.Response
+	if opts.Consistency == Serializable || ack < c.majority() {
+		if r := c.cfg.Store.Replica(d.ID); r != nil {
+			return c.headLocal(r, key)
+		}
+		resp, err = c.anyReplica(ctx, d, req)
+	} else {
+		req.Index = 1 // linearizable
+		resp, err = c.onLeader(ctx, d, req)
+	}
+	if err != nil {
+		return Meta{}, err
+	}
+	if err := statusErr(resp); err != nil {
+		return Meta{}, err
+	}
+	return Meta{Version: resp.Version, Size: int(resp.Size), Index: resp.Terms}, nil
+}
+
+// execHead serves a KindHead request on the local replica r, after a read
+// index when the request asks for a linearizable read.
+func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wire.Request) *wire.Response {
+	if req.Index == 1 {
+		if _, err := r.ReadIndex(ctx); err != nil {
+			return errResponse(err)
+		}
+	}
+	m, err := c.headLocal(r, req.Key)
+	if err != nil {
+		return errResponse(err)
+	}
+	return &wire.Response{Status: wire.StatusOK, Version: m.Version, Size: uint64(m.Size), Terms: m.Index}
+}
+
+// headLocal reads key's metadata from the engine (r: the local replica
+// of its shard).
+func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (Meta, error) {
+	if c.cfg.Engine == nil {
+		v, err := readLocal(r, key) // no engine: the value is read
+		return Meta{Version: v.Version, Size: len(v.Data)}, err
+	}
+	m, err := c.cfg.Engine.HeadValue(storage.DataKey(shard.Token(key), key))
+	if errors.Is(err, storage.ErrNotFound) {
+		return Meta{}, ErrNotFound
+	}
+	if err != nil {
+		return Meta{}, err
+	}
+	return Meta{Version: m.Version, Size: m.Size, Index: m.Terms}, nil
+}
+
+// readLocal reads key from the local replica r's applied state, with
+// its index terms when the engine is at hand.
+func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (Value, error) {
+	if c.cfg.Engine == nil {
+		return readLocal(r, key)
+	}
+	b, err := c.cfg.Engine.Get(storage.DataKey(shard.Token(key), key))
+	if errors.Is(err, storage.ErrNotFound) {
+		return Value{}, ErrNotFound
+	}
+	if err != nil {
+		return Value{}, err
+	}
+	version, terms, data, err := storage.DecodeValueMeta(b)
+	if err != nil {
+		return Value{}, err
+	}
+	return Value{Data: data, Version: version, Index: terms}, nil
+}

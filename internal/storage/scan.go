@@ -1,0 +1,145 @@
+package storage
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/wire"
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// ScanOptions of Snapshot.Scan.
+type ScanOptions struct {
+	// Index is the space scanned: "" the key order, else a secondary
+	// index's name.
+	Index string
+	// From (inclusive), After (exclusive, nil: none) and To (exclusive,
+	// nil: the space's end) bound the sort keys scanned.
+	From, After, To []byte
+	// Keep reports whether an entry of token tok is wanted.
+	Keep func(tok uint64) bool
+	// Limit bounds the entries returned; MaxBytes their sort keys, keys,
+	// terms and values (at least one entry is returned); MaxExamined the
+	// entries looked at, kept or not.
+	Limit, MaxBytes, MaxExamined int
+	// Values: read each entry's value and version.
+	Values bool
+}
+
+// ScanOutput is what Scan found.
+type ScanOutput struct {
+	Entries []wire.ScanEntry
+	// More: the scan stopped before To; Last is the last sort key it
+	// examined (a copy).
+	More bool
+	Last []byte
+}
+
+// Scan walks a derived ordered space of the snapshot (key order or one
+// secondary index) in sort-key order and returns the entries Keep wants,
+// with their values if asked, until a bound. Entries are copies.
+func (s *Snapshot) Scan(o ScanOptions) (ScanOutput, error) {
+	var prefix []byte
+	if o.Index == "" {
+		prefix = KeyOrderPrefix()
+	} else {
+		prefix = IndexPrefix(o.Index)
+	}
+	lo := append(append([]byte(nil), prefix...), o.From...)
+	if o.After != nil {
+		if a := append(append([]byte(nil), prefix...), o.After...); bytes.Compare(a, lo) >= 0 {
+			lo = append(a, 0) // the smallest key after After
+		}
+	}
+	hi := PrefixEnd(prefix)
+	if o.To != nil {
+		hi = append(append([]byte(nil), prefix...), o.To...)
+	}
+	var out ScanOutput
+	if hi != nil && bytes.Compare(lo, hi) >= 0 {
+		return out, nil
+	}
+	it, err := s.NewIter(lo, hi)
+	if err != nil {
+		return out, err
+	}
+	out, err = s.scanIter(it, o, prefix)
+	if cerr := it.Close(); err == nil {
+		err = cerr
+	}
+	return out, err
+}
+
+// scanIter is Scan's walk over it (positioned nowhere yet).
+func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput, error) {
+	var out ScanOutput
+	size, examined := 0, 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(out.Entries) >= o.Limit || (len(out.Entries) > 0 && size >= o.MaxBytes) || examined >= o.MaxExamined {
+			out.More = true
+			return out, nil
+		}
+		examined++
+		sk := it.Key()[len(prefix):]
+		out.Last = append(out.Last[:0], sk...)
+		tok, err := DerivedToken(it.Value())
+		if err != nil {
+			return out, err
+		}
+		if o.Keep != nil && !o.Keep(tok) {
+			continue
+		}
+		e := wire.ScanEntry{SortKey: append([]byte(nil), sk...)}
+		if o.Index == "" {
+			e.Key = e.SortKey
+		} else if e.Term, e.Key, err = SplitIndexSortKey(o.Index, e.SortKey); err != nil {
+			return out, err
+		}
+		if o.Values {
+			v, err := s.Get(DataKey(tok, e.Key))
+			if errors.Is(err, ErrNotFound) {
+				return out, fmt.Errorf("%w: derived entry of %q without its object", ErrCorrupt, e.Key)
+			}
+			if err != nil {
+				return out, err
+			}
+			if e.Version, e.Value, err = DecodeValue(v); err != nil {
+				return out, err
+			}
+		}
+		size += len(e.SortKey) + len(e.Term) + len(e.Value)
+		out.Entries = append(out.Entries, e)
+	}
+	return out, nil
+}
+
+// Meta is what HeadValue reads of a stored object.
+type Meta struct {
+	Version uint64
+	Size    int
+	Terms   []wire.IndexTerm
+}
+
+// HeadValue reads the version, value size and index terms of the object
+// under key without copying its value out of the engine. (With values
+// stored inline, Pebble still reads the block that holds it.)
+func (e *Engine) HeadValue(key []byte) (Meta, error) {
+	v, closer, err := e.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return Meta{}, ErrNotFound
+	}
+	if err != nil {
+		return Meta{}, fmt.Errorf("storage: get: %w", err)
+	}
+	defer closer.Close()
+	version, terms, data, err := DecodeValueMeta(v)
+	if err != nil {
+		return Meta{}, err
+	}
+	m := Meta{Version: version, Size: len(data)}
+	for _, t := range terms {
+		m.Terms = append(m.Terms, wire.IndexTerm{Name: t.Name, Term: append([]byte(nil), t.Term...)})
+	}
+	return m, nil
+}
