@@ -242,24 +242,24 @@ func fetchShard(ctx context.Context, hc *http.Client, shard, node uint64, addr, 
 // readStream reads a whole backup stream, checking its end, and returns
 // its header and key count.
 func readStream(r io.Reader) (ShardBackup, error) {
-	return eachRecord(r, func([]byte, []byte) error { return nil })
+	return eachRecord(r, func(wire.BackupRecord) error { return nil })
 }
 
 // eachRecord reads a backup stream and calls fn for every record.
-func eachRecord(r io.Reader, fn func(key, data []byte) error) (ShardBackup, error) {
+func eachRecord(r io.Reader, fn func(wire.BackupRecord) error) (ShardBackup, error) {
 	br, err := wire.NewBackupReader(r)
 	if err != nil {
 		return ShardBackup{}, err
 	}
 	for {
-		key, _, data, err := br.Next(maxKey, maxData)
+		rec, err := br.Next(maxKey, maxData)
 		if err == io.EOF {
 			return ShardBackup{BackupHeader: br.Header, Keys: br.Count()}, nil
 		}
 		if err != nil {
 			return ShardBackup{}, err
 		}
-		if err := fn(key, data); err != nil {
+		if err := fn(rec); err != nil {
 			return ShardBackup{}, err
 		}
 	}

@@ -115,8 +115,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 	if err != nil {
 		return st, err
 	}
-	type kv struct{ key, data []byte }
-	work := make(chan kv, cfg.Workers)
+	work := make(chan wire.BackupRecord, cfg.Workers)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var wg sync.WaitGroup
@@ -126,8 +125,8 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 		go func() {
 			defer wg.Done()
 			for w := range work {
-				if _, err := cl.Put(ctx, w.key, w.data, client.PutOptions{}); err != nil {
-					cancel(fmt.Errorf("restore: key %q: %w", w.key, err))
+				if _, err := cl.PutIndexed(ctx, w.Key, w.Data, client.PutOptions{}, indexTerms(w.Terms)); err != nil {
+					cancel(fmt.Errorf("restore: key %q: %w", w.Key, err))
 					return
 				}
 				written.Add(1)
@@ -140,13 +139,13 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 			cancel(err)
 			break
 		}
-		_, err = eachRecord(f, func(key, data []byte) error {
-			if key[0] == 0 {
+		_, err = eachRecord(f, func(rec wire.BackupRecord) error {
+			if rec.Key[0] == 0 {
 				reserved.Add(1)
 				return nil
 			}
 			select {
-			case work <- kv{key, data}:
+			case work <- rec:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
@@ -168,4 +167,16 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 		return st, err
 	}
 	return st, nil
+}
+
+// indexTerms is an object's terms as the client sends them (nil: none).
+func indexTerms(terms []wire.IndexTerm) client.IndexTerms {
+	if len(terms) == 0 {
+		return nil
+	}
+	out := client.IndexTerms{}
+	for _, t := range terms {
+		out[t.Name] = append(out[t.Name], t.Text())
+	}
+	return out
 }

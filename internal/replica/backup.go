@@ -46,11 +46,11 @@ func (r *Replica) WriteBackup(ctx context.Context, w io.Writer, epoch uint64) (w
 		if err != nil {
 			return hdr, err
 		}
-		version, data, err := storage.DecodeValue(it.Value())
+		version, terms, data, err := storage.DecodeValueMeta(it.Value())
 		if err != nil {
 			return hdr, err
 		}
-		if err := bw.Add(key, version, data); err != nil {
+		if err := bw.Add(key, version, terms, data); err != nil {
 			return hdr, err
 		}
 	}

@@ -15,7 +15,9 @@ import (
 // /v1/admin/backup/shards/{id} and what a backup keeps per shard:
 //
 //	header:  one line of JSON (BackupHeader), then '\n'
-//	records: uvarint(len key) key uvarint(version) uvarint(len data) data
+//	records: uvarint(len key) key uvarint(version)
+//	         uvarint(len terms) terms (AppendIndexTerms; empty: none)
+//	         uvarint(len data) data
 //	end:     0x00 (no key is empty), count (8 bytes), xxhash64 of every
 //	         record's bytes (8 bytes), big-endian
 //
@@ -62,8 +64,9 @@ func NewBackupWriter(w io.Writer, hdr BackupHeader) (*BackupWriter, error) {
 	return bw, nil
 }
 
-// Add writes one key's record. key must not be empty.
-func (bw *BackupWriter) Add(key []byte, version uint64, data []byte) error {
+// Add writes one key's record: its version, secondary-index terms and
+// value. key must not be empty.
+func (bw *BackupWriter) Add(key []byte, version uint64, terms []IndexTerm, data []byte) error {
 	if len(key) == 0 {
 		return fmt.Errorf("%w: empty key", ErrBadBackup)
 	}
@@ -71,6 +74,12 @@ func (bw *BackupWriter) Add(key []byte, version uint64, data []byte) error {
 	b = binary.AppendUvarint(b, uint64(len(key)))
 	b = append(b, key...)
 	b = binary.AppendUvarint(b, version)
+	var enc []byte
+	if len(terms) > 0 {
+		enc = AppendIndexTerms(nil, terms)
+	}
+	b = binary.AppendUvarint(b, uint64(len(enc)))
+	b = append(b, enc...)
 	b = binary.AppendUvarint(b, uint64(len(data)))
 	bw.buf = b
 	_, _ = bw.h.Write(b)
@@ -123,47 +132,72 @@ func NewBackupReader(r io.Reader) (*BackupReader, error) {
 	return br, nil
 }
 
-// Next returns the next record (fresh slices), or io.EOF after the last
-// one once the stream's end matched the records read. maxKey and maxData
-// bound what a record may claim.
-func (br *BackupReader) Next(maxKey, maxData int) (key []byte, version uint64, data []byte, err error) {
+// BackupRecord is one key of a backup stream; its slices are fresh.
+type BackupRecord struct {
+	Key     []byte
+	Version uint64
+	Terms   []IndexTerm
+	Data    []byte
+}
+
+// Next returns the next record, or io.EOF after the last one once the
+// stream's end matched the records read. maxKey and maxData bound what a
+// record may claim.
+func (br *BackupReader) Next(maxKey, maxData int) (BackupRecord, error) {
+	var rec BackupRecord
 	if br.done {
-		return nil, 0, nil, io.EOF
+		return rec, io.EOF
 	}
+	cut := func(err error) error { return fmt.Errorf("%w: cut short: %v", ErrBadBackup, err) }
 	n, err := binary.ReadUvarint(br.r)
 	if err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cut short: %v", ErrBadBackup, err)
+		return rec, cut(err)
 	}
 	if n == 0 {
-		return nil, 0, nil, br.end()
+		return rec, br.end()
 	}
 	if n > uint64(maxKey) {
-		return nil, 0, nil, fmt.Errorf("%w: key of %d bytes", ErrBadBackup, n)
+		return rec, fmt.Errorf("%w: key of %d bytes", ErrBadBackup, n)
 	}
-	key = make([]byte, n)
-	if _, err := io.ReadFull(br.r, key); err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cut short: %v", ErrBadBackup, err)
+	rec.Key = make([]byte, n)
+	if _, err := io.ReadFull(br.r, rec.Key); err != nil {
+		return rec, cut(err)
 	}
-	if version, err = binary.ReadUvarint(br.r); err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cut short: %v", ErrBadBackup, err)
+	if rec.Version, err = binary.ReadUvarint(br.r); err != nil {
+		return rec, cut(err)
+	}
+	tn, err := binary.ReadUvarint(br.r)
+	if err != nil || tn > MaxIndexBytes+1024 {
+		return rec, fmt.Errorf("%w: index terms of %d bytes: %v", ErrBadBackup, tn, err)
+	}
+	enc := make([]byte, tn)
+	if _, err := io.ReadFull(br.r, enc); err != nil {
+		return rec, cut(err)
+	}
+	if tn > 0 {
+		if rec.Terms, err = DecodeIndexTerms(enc); err != nil {
+			return rec, fmt.Errorf("%w: index terms: %v", ErrBadBackup, err)
+		}
 	}
 	dn, err := binary.ReadUvarint(br.r)
 	if err != nil || dn > uint64(maxData) {
-		return nil, 0, nil, fmt.Errorf("%w: value length %d: %v", ErrBadBackup, dn, err)
+		return rec, fmt.Errorf("%w: value length %d: %v", ErrBadBackup, dn, err)
 	}
-	data = make([]byte, dn)
-	if _, err := io.ReadFull(br.r, data); err != nil {
-		return nil, 0, nil, fmt.Errorf("%w: cut short: %v", ErrBadBackup, err)
+	rec.Data = make([]byte, dn)
+	if _, err := io.ReadFull(br.r, rec.Data); err != nil {
+		return rec, cut(err)
 	}
 	var b []byte
 	b = binary.AppendUvarint(b, n)
-	b = append(b, key...)
-	b = binary.AppendUvarint(b, version)
+	b = append(b, rec.Key...)
+	b = binary.AppendUvarint(b, rec.Version)
+	b = binary.AppendUvarint(b, tn)
+	b = append(b, enc...)
 	b = binary.AppendUvarint(b, dn)
 	_, _ = br.h.Write(b)
-	_, _ = br.h.Write(data)
+	_, _ = br.h.Write(rec.Data)
 	br.count++
-	return key, version, data, nil
+	return rec, nil
 }
 
 func (br *BackupReader) end() error {

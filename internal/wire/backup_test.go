@@ -16,11 +16,15 @@ func writeStream(t *testing.T, n int) []byte {
 		t.Fatal(err)
 	}
 	for i := range n {
-		if err := bw.Add([]byte(fmt.Sprintf("key-%d", i)), uint64(i+1), bytes.Repeat([]byte{byte(i)}, i%50)); err != nil {
+		var terms []IndexTerm
+		if i%3 == 0 {
+			terms = []IndexTerm{{Name: "age_int", Term: EncodeIntTerm(int64(i))}, {Name: "email_bin", Term: []byte(fmt.Sprint("u", i))}}
+		}
+		if err := bw.Add([]byte(fmt.Sprintf("key-%d", i)), uint64(i+1), terms, bytes.Repeat([]byte{byte(i)}, i%50)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := bw.Add(nil, 1, nil); err == nil {
+	if err := bw.Add(nil, 1, nil, nil); err == nil {
 		t.Fatal("an empty key was accepted")
 	}
 	if err := bw.Close(); err != nil {
@@ -36,15 +40,18 @@ func readAll(b []byte) (BackupHeader, int, error) {
 	}
 	n := 0
 	for {
-		key, version, data, err := br.Next(1024, 1024)
+		rec, err := br.Next(1024, 1024)
 		if err == io.EOF {
 			return br.Header, n, nil
 		}
 		if err != nil {
 			return br.Header, n, err
 		}
-		if string(key) != fmt.Sprintf("key-%d", n) || version != uint64(n+1) || !bytes.Equal(data, bytes.Repeat([]byte{byte(n)}, n%50)) {
-			return br.Header, n, fmt.Errorf("record %d: %q v%d %x", n, key, version, data)
+		if string(rec.Key) != fmt.Sprintf("key-%d", n) || rec.Version != uint64(n+1) || !bytes.Equal(rec.Data, bytes.Repeat([]byte{byte(n)}, n%50)) {
+			return br.Header, n, fmt.Errorf("record %d: %q v%d %x", n, rec.Key, rec.Version, rec.Data)
+		}
+		if wantTerms := n%3 == 0; wantTerms != (len(rec.Terms) == 2) || wantTerms && (rec.Terms[0].Text() != fmt.Sprint(n) || rec.Terms[1].Text() != fmt.Sprint("u", n)) {
+			return br.Header, n, fmt.Errorf("record %d: terms %v", n, rec.Terms)
 		}
 		n++
 	}
@@ -91,7 +98,7 @@ func drain(b []byte) error {
 		return err
 	}
 	for {
-		if _, _, _, err := br.Next(1024, 1024); err != nil {
+		if _, err := br.Next(1024, 1024); err != nil {
 			if err == io.EOF {
 				return nil
 			}

@@ -43,7 +43,8 @@ func TestBackupUnderLoadRestoreElsewhere(t *testing.T) {
 			defer wg.Done()
 			for i := 0; ctx.Err() == nil; i++ {
 				k, v := fmt.Sprintf("bk/%d/%d", w, i), fmt.Sprintf("value-%d-%d", w, i)
-				if _, err := cl.Put(ctx, []byte(k), []byte(v), client.PutOptions{}); err != nil {
+				idx := client.IndexTerms{"writer_bin": {fmt.Sprint("w", w)}, "seq_int": {fmt.Sprint(i)}}
+				if _, err := cl.PutIndexed(ctx, []byte(k), []byte(v), client.PutOptions{}, idx); err != nil {
 					continue
 				}
 				mu.Lock()
@@ -90,12 +91,22 @@ func TestBackupUnderLoadRestoreElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	missing := 0
-	for _, w := range before {
+	for i, w := range before {
 		v, err := dcl.Get(context.Background(), []byte(w.key), false)
 		if err != nil || string(v.Value) != w.value {
 			if missing++; missing <= 5 {
 				t.Errorf("%s after restore: %q %v, want %q", w.key, v.Value, err, w.value)
 			}
+		}
+		if i%50 != 0 {
+			continue
+		}
+		// The object's index terms came back with it.
+		_, _, idx, err := dcl.Head(context.Background(), []byte(w.key), false)
+		var wn, seq int
+		fmt.Sscanf(w.key, "bk/%d/%d", &wn, &seq)
+		if err != nil || fmt.Sprint(idx["writer_bin"]) != fmt.Sprintf("[w%d]", wn) || fmt.Sprint(idx["seq_int"]) != fmt.Sprintf("[%d]", seq) {
+			t.Errorf("%s after restore: index terms %v (%v), want writer_bin=w%d seq_int=%d", w.key, idx, err, wn, seq)
 		}
 	}
 	if missing > 0 {
