@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os/exec"
 	"strings"
 	"testing"
@@ -111,6 +112,28 @@ func testClientV3(t *testing.T, eps []string) {
 			t.Fatalf("status of %s: %v %v", ep, st, err)
 		}
 	}
+	// Prefix ranges across every shard, merged in key order, with limit
+	// and sort; a prefix delete.
+	for i := range 300 {
+		if _, err := clis[i%3].Put(ctx, fmt.Sprintf("etcd/p/%03d", i), fmt.Sprint(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := clis[1].Get(ctx, "etcd/p/", clientv3.WithPrefix())
+	if err != nil || all.Count != 300 || len(all.Kvs) != 300 || string(all.Kvs[0].Key) != "etcd/p/000" || string(all.Kvs[299].Value) != "299" {
+		t.Fatalf("get --prefix etcd/p/: count %d, %d kvs, %v", all.Count, len(all.Kvs), err)
+	}
+	lim, err := clis[2].Get(ctx, "etcd/p/", clientv3.WithPrefix(), clientv3.WithLimit(5), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend))
+	if err != nil || len(lim.Kvs) != 5 || string(lim.Kvs[0].Key) != "etcd/p/299" || !lim.More || lim.Count != 300 {
+		t.Fatalf("get --prefix --limit 5 descending: %v %v", lim, err)
+	}
+	pdel, err := clis[0].Delete(ctx, "etcd/p/", clientv3.WithPrefix())
+	if err != nil || pdel.Deleted != 300 {
+		t.Fatalf("del --prefix: %v %v", pdel, err)
+	}
+	if got, err := clis[0].Get(ctx, "etcd/p/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || got.Count != 0 {
+		t.Fatalf("count after del --prefix: %v %v", got, err)
+	}
 	// What Cairn does not serve yet answers a clear error, never hangs.
 	_, err = clis[0].Grant(ctx, 10)
 	if status.Code(errors.Unwrap(err)) != codes.Unimplemented && status.Code(err) != codes.Unimplemented {
@@ -154,6 +177,17 @@ func testEtcdctl(t *testing.T, ep string) {
 	}
 	if out := run("", "del", "ctl/a"); strings.TrimSpace(out) != "1" {
 		t.Fatalf("etcdctl del: %q", out)
+	}
+	run("", "put", "ctl/b", "2")
+	run("", "put", "ctl/c", "3")
+	if out := run("", "get", "--prefix", "ctl/"); out != "ctl/b\n2\nctl/c\n3\n" {
+		t.Fatalf("etcdctl get --prefix ctl/: %q", out)
+	}
+	if out := run("", "get", "--prefix", "", "--keys-only"); !strings.Contains(out, "ctl/b") || !strings.Contains(out, "ctl/c") {
+		t.Fatalf("etcdctl get --prefix \"\": %q", out)
+	}
+	if out := run("", "del", "--prefix", "ctl/"); strings.TrimSpace(out) != "2" {
+		t.Fatalf("etcdctl del --prefix ctl/: %q", out)
 	}
 	if out := run("", "endpoint", "status"); !strings.Contains(out, ep) {
 		t.Fatalf("etcdctl endpoint status: %q", out)

@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"testing"
 
@@ -17,6 +18,7 @@ type fakeBackend struct {
 	data        map[string]kv.Value
 	index       uint64
 	writes      int
+	lists       int
 	beforeWrite func(f *fakeBackend)
 }
 
@@ -91,6 +93,35 @@ func (f *fakeBackend) Delete(_ context.Context, key []byte, opts kv.WriteOptions
 	f.writes++
 	delete(f.data, string(key))
 	return f.index, nil
+}
+
+// List pages through the sorted keys as the coordinator does: [Start,
+// End) (End nil: no end), after After, at most Limit.
+func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var keys []string
+	for k := range f.data {
+		if k >= string(o.Start) && (o.End == nil || k < string(o.End)) && (o.After == nil || k > string(o.After)) {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	var p kv.ListPage
+	for i, k := range keys {
+		if i == o.Limit {
+			p.More = true
+			break
+		}
+		e := kv.Entry{Key: []byte(k), Version: f.data[k].Version}
+		if !o.KeysOnly {
+			e.Value = f.data[k].Data
+		}
+		p.Entries = append(p.Entries, e)
+		p.Last = e.Key
+	}
+	f.lists++
+	return p, nil
 }
 
 func (f *fakeBackend) Status() kv.NodeStatus { return kv.NodeStatus{NodeID: 1} }

@@ -68,13 +68,9 @@ func ifUnchanged(v kv.Value, exists bool) kv.WriteOptions {
 
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	s := k.s
-	if len(r.RangeEnd) > 0 {
-		return nil, notSupported("ranges over several keys (range_end, --prefix) are not served yet")
-	}
-	if err := s.checkKey(r.Key); err != nil {
-		return nil, err
-	}
 	switch {
+	case len(r.Key) == 0:
+		return nil, rpctypes.ErrGRPCEmptyKey
 	case r.Revision > 0:
 		return nil, notSupported("reads at a past revision: Cairn keeps no history")
 	case r.Revision < 0 || r.Limit < 0:
@@ -82,6 +78,12 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
+	if len(r.RangeEnd) > 0 {
+		return s.rangeMany(ctx, r)
+	}
+	if err := s.checkKey(r.Key); err != nil {
+		return nil, err
+	}
 	cons := kv.Linearizable
 	if r.Serializable {
 		cons = kv.Serializable
@@ -163,14 +165,17 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 
 func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	s := k.s
+	if len(r.Key) == 0 {
+		return nil, rpctypes.ErrGRPCEmptyKey
+	}
+	ctx, cancel := s.withDeadline(ctx)
+	defer cancel()
 	if len(r.RangeEnd) > 0 {
-		return nil, notSupported("deleting ranges of keys (range_end, --prefix) is not served yet")
+		return s.deleteMany(ctx, r)
 	}
 	if err := s.checkKey(r.Key); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.withDeadline(ctx)
-	defer cancel()
 	if !r.PrevKv {
 		ver, err := s.b.Delete(ctx, r.Key, kv.WriteOptions{})
 		if errors.Is(err, kv.ErrNotFound) {

@@ -21,6 +21,7 @@ type Backend interface {
 	Get(ctx context.Context, key []byte, opts kv.ReadOptions) (kv.Value, error)
 	Put(ctx context.Context, key, value []byte, opts kv.WriteOptions) (uint64, bool, error)
 	Delete(ctx context.Context, key []byte, opts kv.WriteOptions) (uint64, error)
+	List(ctx context.Context, opts kv.ListOptions) (kv.ListPage, error)
 	Status() kv.NodeStatus
 	Cluster(ctx context.Context) kv.ClusterInfo
 }
