@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/security"
 	"github.com/cairn-db/cairn/internal/server"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/spf13/cobra"
@@ -30,6 +31,8 @@ func newServeCmd() *cobra.Command {
 		cacheSize                          int64
 		unsafeNoSync                       bool
 		faultInjection                     bool
+		tlsFiles, peerTLS                  security.Files
+		clientAuth                         string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,6 +53,10 @@ func newServeCmd() *cobra.Command {
 			if peerAddr == "" {
 				peerAddr = peers[nodeID]
 			}
+			auth, err := security.ParseClientAuth(clientAuth)
+			if err != nil {
+				return usageError{err}
+			}
 			if unsafeNoSync {
 				slog.Warn("UNSAFE: --unsafe-no-sync is on; acknowledged writes can be lost on a crash")
 			}
@@ -60,6 +67,7 @@ func newServeCmd() *cobra.Command {
 				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
+				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS,
 			})
 			if err != nil {
 				return err
@@ -91,6 +99,13 @@ func newServeCmd() *cobra.Command {
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache (data, index and filter blocks of the node's files)")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
+	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")
+	f.StringVar(&tlsFiles.Key, "tls-key", "", "client port: PEM private key of --tls-cert")
+	f.StringVar(&tlsFiles.CA, "tls-ca", "", "client port: CA that client certificates must chain to (used when --tls-client-auth asks)")
+	f.StringVar(&clientAuth, "tls-client-auth", "none", "client port: none, verify-if-given or require (client certificates signed by --tls-ca)")
+	f.StringVar(&peerTLS.Cert, "peer-tls-cert", "", "peer port: this node's PEM certificate (cairn cert node); with --peer-tls-key and --peer-tls-ca nodes speak mutual TLS")
+	f.StringVar(&peerTLS.Key, "peer-tls-key", "", "peer port: PEM private key of --peer-tls-cert")
+	f.StringVar(&peerTLS.CA, "peer-tls-ca", "", "peer port: the cluster CA every node's certificate must chain to")
 	return cmd
 }
 

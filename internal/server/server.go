@@ -18,6 +18,7 @@ import (
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/security"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
@@ -74,6 +75,13 @@ type Config struct {
 	TuneRuntime bool
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
+	// TLS of the client port (tls.go): certificate and key, and the CA
+	// that ClientAuth verifies client certificates against. Empty: plain
+	// HTTP.
+	TLS        security.Files
+	ClientAuth security.ClientAuth
+	// PeerTLS: mutual TLS between nodes; all three files or none.
+	PeerTLS security.Files
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -167,7 +175,7 @@ func (c Config) Validate() error {
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
-	return nil
+	return c.validateTLS()
 }
 
 // New opens the node's data and builds every component; Start serves.
@@ -271,9 +279,13 @@ func (s *Server) build() error {
 		th = s.faulty
 		s.log.Warn("fault injection enabled: /v1/admin/fault can partition this node and stall its disk")
 	}
+	peerSrvTLS, peerCliTLS, err := cfg.peerTLS()
+	if err != nil {
+		return err
+	}
 	tr, err := transport.NewGRPC(transport.Config{
 		NodeID: id.NodeID, ListenAddr: cfg.PeerAddr, Peers: id.Peers, Handler: th,
-		Unreachable: st.Unreachable, Logger: s.log,
+		Unreachable: st.Unreachable, Logger: s.log, ServerTLS: peerSrvTLS, ClientTLS: peerCliTLS,
 	})
 	if err != nil {
 		return err
@@ -295,6 +307,7 @@ func (s *Server) build() error {
 	h.coord = s.coord
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
+	registerTLSMetrics(reg, s)
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
@@ -304,6 +317,10 @@ func (s *Server) build() error {
 		acfg.Faults = faults{s}
 	}
 	api, err := httpapi.New(s.coord, acfg)
+	if err != nil {
+		return err
+	}
+	clientTLS, err := cfg.clientTLS()
 	if err != nil {
 		return err
 	}
@@ -317,8 +334,13 @@ func (s *Server) build() error {
 	// many requests over few connections, as etcd's gRPC clients do.
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
+	if clientTLS != nil {
+		// With TLS the port is TLS only; ALPN's h2 goes to the same server.
+		protos.SetHTTP2(true)
+	}
 	s.http = &http1.Server{
-		Handler: api,
+		TLSConfig: clientTLS,
+		Handler:   api,
 		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
 		MaxPipeline:       h1Pipeline,
@@ -369,6 +391,7 @@ func (s *Server) Start() {
 		}
 	}()
 	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "fresh", s.fresh,
+		"client_tls", !s.cfg.TLS.IsZero(), "peer_tls", !s.cfg.PeerTLS.IsZero(),
 		"replicas", len(s.store.Replicas()))
 }
 
