@@ -66,6 +66,9 @@ func (c *Cluster) Start(id int) error {
 	}
 	args := append([]string{"serve", "--node-id", fmt.Sprint(n.ID), "--http-addr", n.HTTPAddr,
 		"--peer-addr", n.PeerAddr, "--data-dir", n.Dir}, c.args...)
+	if c.cfg.TLS != nil {
+		args = append(args, c.cfg.TLS.args(n.ID)...)
+	}
 	var out io.Writer
 	var logf *os.File
 	if c.cfg.Output != nil {
