@@ -25,6 +25,9 @@ type demoOpts struct {
 	dataDir, host             string
 	shards, replication       int
 	logFormat                 string
+	// secure runs the nodes with TLS on both ports (certificates under
+	// DIR/certs, made on the first secure run).
+	secure bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -35,7 +38,9 @@ func newDemoCmd() *cobra.Command {
 		Long: `Start a local Cairn cluster as child processes of this command, wait until
 every shard has a leader, print the endpoints and a curl example, and stop
 every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
---data-dir brings the same data back.`,
+--data-dir brings the same data back. With --secure the nodes speak HTTPS
+to clients and mutual TLS to each other, with a CA and certificates made
+under DIR/certs on the first secure run (and reused after).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.logFormat, _ = cmd.Flags().GetString("log-format")
@@ -56,6 +61,7 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.shards, "shards", 0, "shards at bootstrap (0: one per node)")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
+	f.BoolVar(&o.secure, "secure", false, "TLS on both ports: HTTPS for clients and mutual TLS between nodes, with a CA and certificates made (once) under DIR/certs")
 	return cmd
 }
 
@@ -116,6 +122,10 @@ func demoPeers(o demoOpts) ([]string, error) {
 	return peers, nil
 }
 
+// demoCertsDir, in the data dir, holds the CA and certificates of
+// --secure.
+const demoCertsDir = "certs"
+
 // demoStopTimeout bounds each node's clean stop before it is killed.
 const demoStopTimeout = 10 * time.Second
 
@@ -136,7 +146,12 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	}
 	var outMu sync.Mutex
 	var stopping atomic.Bool
+	var tlsCfg *launcher.TLS
+	if o.secure {
+		tlsCfg = &launcher.TLS{Dir: filepath.Join(o.dataDir, demoCertsDir)}
+	}
 	c, err := launcher.New(launcher.Config{
+		TLS: tlsCfg,
 		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers,
 		Shards: o.shards, Replication: o.replication, Extra: []string{"--log-format", o.logFormat},
 		StopTimeout: demoStopTimeout,
@@ -260,18 +275,25 @@ func printEndpoints(w io.Writer, o demoOpts, c *launcher.Cluster) {
 	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, c.Replication(), o.dataDir)
 	for id := 1; id <= c.Size(); id++ {
 		n := c.Node(id)
-		fmt.Fprintf(w, "  node %d   http://%s   (peer %s)\n", n.ID, n.HTTPAddr, n.PeerAddr)
+		fmt.Fprintf(w, "  node %d   %s   (peer %s)\n", n.ID, c.URL(id), n.PeerAddr)
 	}
 	a := c.URL(1)
 	b := c.URL(c.Size())
+	curl, kv := "curl", "cairn kv --endpoints "+strings.Join(c.Endpoints(), ",")
+	if t := c.TLS(); t != nil {
+		fmt.Fprintf(w, "\nTLS on both ports (mutual TLS between nodes); CA %s\n", t.CAFile())
+		curl += " --cacert " + t.CAFile()
+		kv += " --ca " + t.CAFile()
+	}
 	fmt.Fprintf(w, `
 Try:
-  curl -i -X PUT --data-binary 'hello' '%[1]s/v0/entity?id=k1'
-  curl -i '%[2]s/v0/entity?id=k1'
-  curl -i -X PUT --data-binary 'world' %[1]s/v1/kv/greeting
-  curl -i %[2]s/v1/kv/greeting
-  curl -s %[1]s/v1/cluster
+  %[3]s -i -X PUT --data-binary 'hello' '%[1]s/v0/entity?id=k1'
+  %[3]s -i '%[2]s/v0/entity?id=k1'
+  %[3]s -i -X PUT --data-binary 'world' %[1]s/v1/kv/greeting
+  %[3]s -i %[2]s/v1/kv/greeting
+  %[3]s -s %[1]s/v1/cluster
+  %[4]s get greeting
 
 Ctrl-C stops every node.
-`, a, b)
+`, a, b, curl, kv)
 }

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
@@ -303,6 +304,15 @@ func (lc *loopConn) dial() (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 30 * time.Second}
+	if lc.l.tls != nil {
+		cfg := lc.l.tls.Clone()
+		cfg.NextProtos = []string{"http/1.1"}
+		if host, _, err := net.SplitHostPort(lc.l.addr); err == nil && cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		td := tls.Dialer{NetDialer: &d, Config: cfg}
+		return td.DialContext(ctx, "tcp", lc.l.addr)
+	}
 	return d.DialContext(ctx, "tcp", lc.l.addr)
 }
 
