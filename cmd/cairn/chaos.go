@@ -110,6 +110,7 @@ diverged. Writes results.json (and a chart) to --out; exits 1 when a check fails
 	}
 	f := cmd.Flags()
 	f.BoolVar(&list, "list", false, "list the scenarios")
+	f.Bool("secure", false, "run the cluster with TLS on both ports (a CA and certificates made in the run's directory) and the workload over https://")
 	f.BoolVar(&all, "all", false, "run every scenario")
 	f.StringVar(&scenario, "scenario", "", "scenario to run")
 	f.StringVar(&out, "out", "", "results directory (default a new temporary one)")
@@ -184,7 +185,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, bin,
 		}
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
-	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d, Partitions: partitions,
+	secure, _ := cmd.Flags().GetBool("secure")
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: bin, Dir: dir, Nodes: nodes, Duration: d, Partitions: partitions, Secure: secure,
 		Workload: chaos.WorkloadConfig{Clients: clients, Keys: keys}, Steps: s.Steps(d), Progress: errw})
 	if err != nil {
 		return false, err

@@ -38,6 +38,8 @@ type Config struct {
 	Progress io.Writer
 	// Partitions: see ClusterConfig.Partitions. Default PartitionsAuto.
 	Partitions string
+	// Secure: see ClusterConfig.Secure. Default false.
+	Secure bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -145,6 +147,10 @@ type ClusterConfig struct {
 	// Partitions: PartitionsAuto (default), PartitionsIPTables or
 	// PartitionsHook.
 	Partitions string
+	// Secure runs the nodes with TLS on both ports (certificates made
+	// under Dir/certs) and the lab's clients over https:// trusting
+	// their CA. Default false.
+	Secure bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its

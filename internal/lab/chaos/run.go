@@ -108,7 +108,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
 		}
 	}
-	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions})
+	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions,
+		Secure: cfg.Secure})
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +131,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		// Each client talks to its own node first and fails over to the
 		// others.
 		eps := append([]string{c.URL(node)}, without(c.Endpoints(), c.URL(node))...)
-		cl, _ := client.New(eps, client.Options{Timeout: cfg.Workload.Timeout})
+		cl, _ := client.New(eps, c.clientOptions(cfg.Workload.Timeout))
 		setClients = append(setClients, cl)
 		wg.Add(1)
 		go func(i, node int) {
@@ -173,7 +174,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Linearizable, res.CheckTimedOut = ok, timedOut
 
-	cl, _ := client.New(c.Endpoints(), client.Options{Timeout: 10 * time.Second})
+	cl, _ := client.New(c.Endpoints(), c.clientOptions(10*time.Second))
 	lost, err := checker.LostWrites(rec.acked, func(k string) (string, bool, error) {
 		v, err := cl.Get(context.Background(), []byte(k), false)
 		if errors.Is(err, client.ErrNotFound) {
