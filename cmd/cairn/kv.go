@@ -30,6 +30,8 @@ type kvOpts struct {
 	// ca, cert, key: https:// endpoints' CA, and a client certificate
 	// for nodes that require one.
 	ca, cert, key string
+	// token: a bearer token for nodes started with --auth.
+	token string
 }
 
 func newKVCmd() *cobra.Command {
@@ -42,6 +44,7 @@ func newKVCmd() *cobra.Command {
 	pf.StringVar(&o.ca, "ca", "", "https:// endpoints: PEM file of the CA that signed the nodes' certificates (default: the system's roots)")
 	pf.StringVar(&o.cert, "cert", "", "client certificate (PEM) for nodes started with --tls-client-auth")
 	pf.StringVar(&o.key, "key", "", "private key of --cert")
+	pf.StringVar(&o.token, "token", "", "bearer token for nodes started with --auth (default: $CAIRN_TOKEN)")
 	get := &cobra.Command{Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, done, err := o.client(cmd.Context())
@@ -123,7 +126,11 @@ func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context
 		}
 		tr.TLSClientConfig = cfg
 	}
-	rt := &refusals{next: tr, hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
+	var next http.RoundTripper = tr
+	if o.token != "" {
+		next = bearerTransport{next: tr, token: o.token}
+	}
+	rt := &refusals{next: next, hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
 	c, err := client.New(eps, client.Options{Timeout: o.timeout, HTTP: &http.Client{Transport: rt}})
 	if err != nil {
 		cancel(nil)

@@ -33,6 +33,7 @@ func newServeCmd() *cobra.Command {
 		faultInjection                     bool
 		tlsFiles, peerTLS                  security.Files
 		clientAuth                         string
+		authOn                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -67,7 +68,7 @@ func newServeCmd() *cobra.Command {
 				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
-				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS,
+				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 			})
 			if err != nil {
 				return err
@@ -106,6 +107,7 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&peerTLS.Cert, "peer-tls-cert", "", "peer port: this node's PEM certificate (cairn cert node); with --peer-tls-key and --peer-tls-ca nodes speak mutual TLS")
 	f.StringVar(&peerTLS.Key, "peer-tls-key", "", "peer port: PEM private key of --peer-tls-cert")
 	f.StringVar(&peerTLS.CA, "peer-tls-ca", "", "peer port: the cluster CA every node's certificate must chain to")
+	f.BoolVar(&authOn, "auth", false, "require bearer tokens with roles (read, write, admin) on the client port; the lowest-id node makes the first admin token and writes it to DATA-DIR/admin-token (docs/security.md)")
 	return cmd
 }
 

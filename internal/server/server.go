@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/api/auth"
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -82,6 +83,8 @@ type Config struct {
 	ClientAuth security.ClientAuth
 	// PeerTLS: mutual TLS between nodes; all three files or none.
 	PeerTLS security.Files
+	// Auth requires bearer tokens with roles on the client port (auth.go).
+	Auth bool
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -129,6 +132,12 @@ type Server struct {
 	// end with it.
 	stopping   context.Context
 	beginsStop context.CancelFunc
+	// authn checks tokens (Config.Auth); authDone ends with the
+	// bootstrap of the first admin token (nil: none runs).
+	authn        *auth.Authenticator
+	authCounters auth.Counters
+	authDone     chan struct{}
+	peers        map[uint64]string
 }
 
 // faults is the node's fault hook for the admin API.
@@ -320,6 +329,8 @@ func (s *Server) build() error {
 	if err != nil {
 		return err
 	}
+	api = s.withAuth(api, reg)
+	s.peers = id.Peers
 	clientTLS, err := cfg.clientTLS()
 	if err != nil {
 		return err
@@ -385,6 +396,7 @@ func (s *Server) Start() {
 		followMemoryLimit(s.log)
 	}
 	s.store.Start(s.fresh)
+	s.startAuth(s.peers)
 	go func() {
 		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
@@ -403,6 +415,9 @@ func (s *Server) Stop(ctx context.Context) error {
 	s.beginsStop()
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
+	}
+	if s.authDone != nil {
+		<-s.authDone
 	}
 	s.closeAll()
 	return nil

@@ -145,6 +145,9 @@ func TestTLSClusterClients(t *testing.T) {
 	if v, err := cl.Get(ctx, []byte("go-client"), false); err != nil || string(v.Value) != "ok" {
 		t.Fatalf("get: %+v %v", v, err)
 	}
+	if !strings.Contains(lc.Log(1), "authentication is off") {
+		t.Error("a node without --auth does not say so in its log")
+	}
 	// The refusals above are counted.
 	if n := metric(t, trusting(t, false, ca), url, "cairn_http_tls_handshake_failures_total"); n < 2 {
 		t.Fatalf("node 1 counted %v failed handshakes, want at least 2", n)

@@ -269,3 +269,31 @@ func TestCacheAndStoreErrors(t *testing.T) {
 		t.Fatal("role none parsed")
 	}
 }
+
+// The system keys are out of reach of the data routes, even for admin.
+func TestReservedKeysRefused(t *testing.T) {
+	a := New(newMem())
+	admin, err := a.Create(context.Background(), RoleAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := a.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) }), &Counters{}, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	for _, target := range []string{"/v1/kv/%00sys/auth/token/ab", "/v0/entity?id=%00sys", "/v1/kv/%00"} {
+		for _, m := range []string{"GET", "PUT", "DELETE"} {
+			req := httptest.NewRequest(m, target, strings.NewReader(`{"role":"admin"}`))
+			req.Header.Set("Authorization", "Bearer "+admin)
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != 403 || !strings.Contains(w.Body.String(), "reserved_key") {
+				t.Errorf("%s %s: %d %s", m, target, w.Code, w.Body)
+			}
+		}
+	}
+	req := httptest.NewRequest("GET", "/v1/kv/x%00", nil)
+	req.Header.Set("Authorization", "Bearer "+admin)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, req)
+	if w.Code != 299 {
+		t.Fatalf("a key with a later 0 byte: %d", w.Code)
+	}
+}

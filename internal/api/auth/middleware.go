@@ -23,6 +23,14 @@ type Counters struct {
 // role Required names. It serves TokensPath itself.
 func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Logger) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reservedKey(r) {
+			// The token records live there: no client may read or write
+			// them through the data routes, whatever its role.
+			c.Forbidden.Add(1)
+			a.failures.Add(1)
+			writeError(w, http.StatusForbidden, "reserved_key", "keys starting with byte 0 are reserved for the system")
+			return
+		}
 		need := Required(r.Method, r.URL.Path)
 		if need == RoleNone {
 			next.ServeHTTP(w, r)
@@ -61,6 +69,18 @@ func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Log
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// reservedKey reports whether a data request names a system key (its
+// first byte is 0).
+func reservedKey(r *http.Request) bool {
+	if k, ok := strings.CutPrefix(r.URL.Path, "/v1/kv/"); ok {
+		return strings.HasPrefix(k, "\x00")
+	}
+	if r.URL.Path == "/v0/entity" {
+		return strings.HasPrefix(r.URL.Query().Get("id"), "\x00")
+	}
+	return false
 }
 
 // bearer extracts the token of an Authorization header.
