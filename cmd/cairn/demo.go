@@ -28,6 +28,8 @@ type demoOpts struct {
 	// secure runs the nodes with TLS on both ports (certificates under
 	// DIR/certs, made on the first secure run).
 	secure bool
+	// auth starts the nodes with --auth and prints the first admin token.
+	auth bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -61,6 +63,7 @@ under DIR/certs on the first secure run (and reused after).`,
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.shards, "shards", 0, "shards at bootstrap (0: one per node)")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
+	f.BoolVar(&o.auth, "auth", false, "start the nodes with --auth (bearer tokens with roles) and print the first admin token")
 	f.BoolVar(&o.secure, "secure", false, "TLS on both ports: HTTPS for clients and mutual TLS between nodes, with a CA and certificates made (once) under DIR/certs")
 	return cmd
 }
@@ -122,6 +125,40 @@ func demoPeers(o demoOpts) ([]string, error) {
 	return peers, nil
 }
 
+// demoExtra are the serve flags of every demo node.
+func demoExtra(o demoOpts) []string {
+	extra := []string{"--log-format", o.logFormat}
+	if o.auth {
+		extra = append(extra, "--auth")
+	}
+	return extra
+}
+
+// printAdminToken prints the first admin token once node 1 has made it
+// (on the first run with --auth; later runs point at its file).
+func printAdminToken(w io.Writer, c *launcher.Cluster) {
+	file := filepath.Join(c.Node(1).Dir, "admin-token")
+	var tok []byte
+	for i := 0; i < 100; i++ {
+		var err error
+		if tok, err = os.ReadFile(file); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	curl := "curl"
+	if t := c.TLS(); t != nil {
+		curl += " --cacert " + t.CAFile()
+	}
+	fmt.Fprintf(w, `Authentication is on. Admin token (in %s):
+  %s
+Make a write or read token with it:
+  %s -s -X POST -H "Authorization: Bearer $(cat %s)" '%s/v1/admin/tokens?role=write'
+and send it as: -H "Authorization: Bearer TOKEN"
+
+`, file, strings.TrimSpace(string(tok)), curl, file, c.URL(1))
+}
+
 // demoCertsDir, in the data dir, holds the CA and certificates of
 // --secure.
 const demoCertsDir = "certs"
@@ -153,7 +190,7 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	c, err := launcher.New(launcher.Config{
 		TLS: tlsCfg,
 		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers,
-		Shards: o.shards, Replication: o.replication, Extra: []string{"--log-format", o.logFormat},
+		Shards: o.shards, Replication: o.replication, Extra: demoExtra(o),
 		StopTimeout: demoStopTimeout,
 		Output: func(id int) io.Writer {
 			return &lineWriter{prefix: fmt.Sprintf("[node-%d] ", id), w: stderr, mu: &outMu}
@@ -205,6 +242,9 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	}
 	interrupt(nil)
 	printEndpoints(stdout, o, c)
+	if o.auth {
+		printAdminToken(stdout, c)
+	}
 	allExited := make(chan struct{})
 	go func() {
 		for id := 1; id <= c.Size(); id++ {
