@@ -19,7 +19,7 @@ import (
 
 type benchOpts struct {
 	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
-	cpuProfile, ca, cert, key                                                                         string
+	cpuProfile, ca, cert, key, token                                                                  string
 	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                               int
 	total, keys, records                                                                              uint64
 	duration, warmup, timeout                                                                         time.Duration
@@ -75,6 +75,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.ca, "ca", "", "https:// Cairn targets: PEM file of the CA that signed the nodes' certificates")
 	f.StringVar(&o.cert, "cert", "", "https:// Cairn targets: client certificate (PEM) for nodes started with --tls-client-auth")
 	f.StringVar(&o.key, "key", "", "private key of --cert")
+	f.StringVar(&o.token, "token", "", "Cairn targets started with --auth: a bearer token of role write (default: $CAIRN_TOKEN)")
 	return cmd
 }
 
@@ -152,7 +153,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if err != nil {
 		return usageError{err}
 	}
-	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
 		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
 		return usageError{err}

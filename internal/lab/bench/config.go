@@ -92,6 +92,9 @@ type DriverConfig struct {
 	// TLS configures https:// targets (the nodes' CA, a client
 	// certificate); default nil: the system's roots.
 	TLS *tls.Config
+	// Token is a bearer token sent with every Cairn request (nodes
+	// started with --auth); default empty: none.
+	Token string
 	// Conns is the number of connections the driver keeps (with
 	// RouteLeader at least one per node). Default 1.
 	Conns int
@@ -145,6 +148,8 @@ func (c DriverConfig) Validate() error {
 		return fmt.Errorf("%w: Target (--target) must start with http:// or https:// (Cairn) or etcd://, got %q", ErrInvalidConfig, c.Target)
 	case c.Conns < 1:
 		return fmt.Errorf("%w: Conns %d: want at least 1", ErrInvalidConfig, c.Conns)
+	case strings.ContainsAny(c.Token, "\r\n "):
+		return fmt.Errorf("%w: Token holds a space or line break", ErrInvalidConfig)
 	case c.Pipeline < 1:
 		return fmt.Errorf("%w: Pipeline %d: want at least 1", ErrInvalidConfig, c.Pipeline)
 	case c.Route != RouteLeader && c.Route != RouteFixed:

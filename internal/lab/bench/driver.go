@@ -154,6 +154,9 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if err != nil {
 			return err
 		}
+		if d.c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+d.c.Token)
+		}
 		resp, err := l.h2.Do(req)
 		if err != nil {
 			return err
@@ -166,7 +169,11 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if err != nil {
 			return err
 		}
-		resp, err := c.Do(ctx, &http1.Request{Method: method, Path: pathQuery, Body: body})
+		r := &http1.Request{Method: method, Path: pathQuery, Body: body}
+		if d.c.Token != "" {
+			r.Header = [][2]string{{"Authorization", "Bearer " + d.c.Token}}
+		}
+		resp, err := c.Do(ctx, r)
 		if err != nil {
 			return err
 		}

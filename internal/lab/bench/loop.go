@@ -176,6 +176,10 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 	}
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, lc.l.addr...)
+	if t := lc.run.d.c.Token; t != "" {
+		b = append(b, "\r\nAuthorization: Bearer "...)
+		b = append(b, t...)
+	}
 	if method == http.MethodPut {
 		b = append(b, "\r\nContent-Length: "...)
 		b = strconv.AppendInt(b, int64(len(body)), 10)
