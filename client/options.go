@@ -1,9 +1,12 @@
 package client
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"time"
 )
 
@@ -18,6 +21,12 @@ type Options struct {
 	// HTTP is the client used; default one with keep-alive sized for 256
 	// concurrent requests per node (idle connections closed after 1 min).
 	HTTP *http.Client
+	// TLS configures https:// endpoints of the default HTTP client: the
+	// CA that signed the nodes' certificates (RootCAs) and, for nodes
+	// that require one, a client certificate. LoadTLS builds it from
+	// files. Ignored when HTTP is set (configure its transport instead).
+	// Default nil: the system's roots.
+	TLS *tls.Config
 	// NoRetry disables retries (for tools that record every attempt).
 	// Default false: retry until Timeout.
 	NoRetry bool
@@ -52,7 +61,8 @@ func (o Options) EnsureDefaults() Options {
 		o.AttemptTimeout = max(o.Timeout/3, 500*time.Millisecond)
 	}
 	if o.HTTP == nil {
-		o.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute}}
+		o.HTTP = &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, IdleConnTimeout: time.Minute,
+			TLSClientConfig: o.TLS.Clone(), ForceAttemptHTTP2: o.TLS != nil}}
 	}
 	return o
 }
@@ -71,4 +81,32 @@ func (o Options) Validate() error {
 		return fmt.Errorf("%w: HTTP is nil", ErrInvalidOptions)
 	}
 	return nil
+}
+
+// LoadTLS builds Options.TLS from PEM files: caFile (the nodes' CA; ""
+// keeps the system's roots) and, both or neither, a client certificate
+// and its key.
+func LoadTLS(caFile, certFile, keyFile string) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+	if caFile != "" {
+		b, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("cairn: CA file: %w", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(b) {
+			return nil, fmt.Errorf("cairn: %s holds no PEM certificate", caFile)
+		}
+	}
+	if (certFile == "") != (keyFile == "") {
+		return nil, errors.New("cairn: a client certificate needs both its file and its key")
+	}
+	if certFile != "" {
+		cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, fmt.Errorf("cairn: client certificate: %w", err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg, nil
 }

@@ -12,13 +12,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/spf13/cobra"
 )
 
 type benchOpts struct {
 	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
-	cpuProfile                                                                                        string
+	cpuProfile, ca, cert, key, token                                                                  string
 	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                               int
 	total, keys, records                                                                              uint64
 	duration, warmup, timeout                                                                         time.Duration
@@ -32,7 +33,7 @@ func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Load a Cairn cluster (or etcd) and measure throughput and latency",
-		Long: `Run a workload against Cairn (--target http://h:p,...) or etcd
+		Long: `Run a workload against Cairn (--target http://h:p,... or https://h:p,... with --ca) or etcd
 (--target etcd://h:p,...) with a closed loop (--clients over --conns) or an
 open loop (--rate, latency from the intended send time), optionally as a
 concurrency sweep, and write results.json plus per-operation CSVs to --out.
@@ -71,6 +72,10 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.label, "label", "", "name of this run in reports (default: target kind and workload)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of one operation")
 	f.Int64Var(&o.seed, "seed", 1, "random seed")
+	f.StringVar(&o.ca, "ca", "", "https:// Cairn targets: PEM file of the CA that signed the nodes' certificates")
+	f.StringVar(&o.cert, "cert", "", "https:// Cairn targets: client certificate (PEM) for nodes started with --tls-client-auth")
+	f.StringVar(&o.key, "key", "", "private key of --cert")
+	f.StringVar(&o.token, "token", "", "Cairn targets started with --auth: a bearer token of role write (default: $CAIRN_TOKEN)")
 	return cmd
 }
 
@@ -144,7 +149,11 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if err := runCfg.EnsureDefaults().Validate(); err != nil {
 		return usageError{err}
 	}
-	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
+	tlsCfg, err := client.LoadTLS(o.ca, o.cert, o.key)
+	if err != nil {
+		return usageError{err}
+	}
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
 		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
 		return usageError{err}

@@ -141,6 +141,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	}
 	f := cmd.Flags()
 	f.BoolVar(&list, "list", false, "list the scenarios")
+	f.Bool("secure", false, "run the cluster with TLS on both ports (a CA and certificates made in the run's directory) and the workload over https://")
 	f.BoolVar(&all, "all", false, "run every scenario")
 	f.StringVar(&scenario, "scenario", "", "scenario to run")
 	f.StringVar(&out, "out", "", "results directory (default a new temporary one)")
@@ -222,10 +223,11 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	fmt.Fprintf(errw, "== %s: %s\n", s.Name, s.Description)
 	pre, err := preloadFor(s, o)
+	secure, _ := cmd.Flags().GetBool("secure")
 	if err != nil {
 		return nil, err
 	}
-	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions,
+	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
 		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
 	if err != nil {
 		return nil, err

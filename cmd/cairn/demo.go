@@ -25,6 +25,11 @@ type demoOpts struct {
 	dataDir, host             string
 	shards, replication       int
 	logFormat                 string
+	// secure runs the nodes with TLS on both ports (certificates under
+	// DIR/certs, made on the first secure run).
+	secure bool
+	// auth starts the nodes with --auth and prints the first admin token.
+	auth bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -35,7 +40,9 @@ func newDemoCmd() *cobra.Command {
 		Long: `Start a local Cairn cluster as child processes of this command, wait until
 every shard has a leader, print the endpoints and a curl example, and stop
 every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
---data-dir brings the same data back.`,
+--data-dir brings the same data back. With --secure the nodes speak HTTPS
+to clients and mutual TLS to each other, with a CA and certificates made
+under DIR/certs on the first secure run (and reused after).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.logFormat, _ = cmd.Flags().GetString("log-format")
@@ -56,6 +63,8 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.shards, "shards", 0, "shards at bootstrap (0: one per node)")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
+	f.BoolVar(&o.auth, "auth", false, "start the nodes with --auth (bearer tokens with roles) and print the first admin token")
+	f.BoolVar(&o.secure, "secure", false, "TLS on both ports: HTTPS for clients and mutual TLS between nodes, with a CA and certificates made (once) under DIR/certs")
 	return cmd
 }
 
@@ -116,6 +125,44 @@ func demoPeers(o demoOpts) ([]string, error) {
 	return peers, nil
 }
 
+// demoExtra are the serve flags of every demo node.
+func demoExtra(o demoOpts) []string {
+	extra := []string{"--log-format", o.logFormat}
+	if o.auth {
+		extra = append(extra, "--auth")
+	}
+	return extra
+}
+
+// printAdminToken prints the first admin token once node 1 has made it
+// (on the first run with --auth; later runs point at its file).
+func printAdminToken(w io.Writer, c *launcher.Cluster) {
+	file := filepath.Join(c.Node(1).Dir, "admin-token")
+	var tok []byte
+	for i := 0; i < 100; i++ {
+		var err error
+		if tok, err = os.ReadFile(file); err == nil {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	curl := "curl"
+	if t := c.TLS(); t != nil {
+		curl += " --cacert " + t.CAFile()
+	}
+	fmt.Fprintf(w, `Authentication is on. Admin token (in %s):
+  %s
+Make a write or read token with it:
+  %s -s -X POST -H "Authorization: Bearer $(cat %s)" '%s/v1/admin/tokens?role=write'
+and send it as: -H "Authorization: Bearer TOKEN"
+
+`, file, strings.TrimSpace(string(tok)), curl, file, c.URL(1))
+}
+
+// demoCertsDir, in the data dir, holds the CA and certificates of
+// --secure.
+const demoCertsDir = "certs"
+
 // demoStopTimeout bounds each node's clean stop before it is killed.
 const demoStopTimeout = 10 * time.Second
 
@@ -138,9 +185,14 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	}
 	var outMu sync.Mutex
 	var stopping atomic.Bool
+	var tlsCfg *launcher.TLS
+	if o.secure {
+		tlsCfg = &launcher.TLS{Dir: filepath.Join(o.dataDir, demoCertsDir)}
+	}
 	c, err := launcher.New(launcher.Config{
+		TLS: tlsCfg,
 		Bin: exe, Nodes: o.nodes, Dir: o.dataDir, IPs: ips, HTTPAddrs: httpAddrs, PeerAddrs: peers, EtcdAddrs: etcdAddrs,
-		Shards: o.shards, Replication: o.replication, Extra: []string{"--log-format", o.logFormat},
+		Shards: o.shards, Replication: o.replication, Extra: demoExtra(o),
 		StopTimeout: demoStopTimeout,
 		Output: func(id int) io.Writer {
 			return &lineWriter{prefix: fmt.Sprintf("[node-%d] ", id), w: stderr, mu: &outMu}
@@ -192,6 +244,9 @@ func runDemo(ctx context.Context, o demoOpts, stdout, stderr io.Writer) error {
 	}
 	interrupt(nil)
 	printEndpoints(stdout, o, c)
+	if o.auth {
+		printAdminToken(stdout, c)
+	}
 	allExited := make(chan struct{})
 	go func() {
 		for id := 1; id <= c.Size(); id++ {
@@ -262,19 +317,26 @@ func printEndpoints(w io.Writer, o demoOpts, c *launcher.Cluster) {
 	fmt.Fprintf(w, "Cairn demo: %d nodes, %d shards, replication %d, data in %s\n\n", c.Size(), shards, c.Replication(), o.dataDir)
 	for id := 1; id <= c.Size(); id++ {
 		n := c.Node(id)
-		fmt.Fprintf(w, "  node %d   http://%s   (peer %s, etcd API %s)\n", n.ID, n.HTTPAddr, n.PeerAddr, n.EtcdAddr)
+		fmt.Fprintf(w, "  node %d   %s   (peer %s, etcd API %s)\n", n.ID, c.URL(id), n.PeerAddr, n.EtcdAddr)
 	}
 	a := c.URL(1)
 	b := c.URL(c.Size())
+	curl, kv := "curl", "cairn kv --endpoints "+strings.Join(c.Endpoints(), ",")
+	if t := c.TLS(); t != nil {
+		fmt.Fprintf(w, "\nTLS on both ports (mutual TLS between nodes); CA %s\n", t.CAFile())
+		curl += " --cacert " + t.CAFile()
+		kv += " --ca " + t.CAFile()
+	}
 	fmt.Fprintf(w, `
 Try:
-  curl -i -X PUT --data-binary 'hello' '%[1]s/v0/entity?id=k1'
-  curl -i '%[2]s/v0/entity?id=k1'
-  curl -i -X PUT --data-binary 'world' %[1]s/v1/kv/greeting
-  curl -i %[2]s/v1/kv/greeting
-  curl -s %[1]s/v1/cluster
-  etcdctl --endpoints=%[3]s put a 1 && etcdctl --endpoints=%[3]s get a
+  %[3]s -i -X PUT --data-binary 'hello' '%[1]s/v0/entity?id=k1'
+  %[3]s -i '%[2]s/v0/entity?id=k1'
+  %[3]s -i -X PUT --data-binary 'world' %[1]s/v1/kv/greeting
+  %[3]s -i %[2]s/v1/kv/greeting
+  %[3]s -s %[1]s/v1/cluster
+  %[4]s get greeting
+  etcdctl --endpoints=%[5]s put a 1 && etcdctl --endpoints=%[5]s get a
 
 Ctrl-C stops every node.
-`, a, b, c.Node(1).EtcdAddr)
+`, a, b, curl, kv, c.Node(1).EtcdAddr)
 }

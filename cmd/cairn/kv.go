@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,11 @@ type kvOpts struct {
 	ifAbsent     bool
 	timeout      time.Duration
 	verbose      bool
+	// ca, cert, key: https:// endpoints' CA, and a client certificate
+	// for nodes that require one.
+	ca, cert, key string
+	// token: a bearer token for nodes started with --auth.
+	token string
 }
 
 func newKVCmd() *cobra.Command {
@@ -35,6 +41,10 @@ func newKVCmd() *cobra.Command {
 	pf.StringVar(&o.endpoints, "endpoints", "http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082", "node URLs; the client fails over between them")
 	pf.DurationVar(&o.timeout, "timeout", 5*time.Second, "deadline of the operation, retries included")
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the version on stderr")
+	pf.StringVar(&o.ca, "ca", "", "https:// endpoints: PEM file of the CA that signed the nodes' certificates (default: the system's roots)")
+	pf.StringVar(&o.cert, "cert", "", "client certificate (PEM) for nodes started with --tls-client-auth")
+	pf.StringVar(&o.key, "key", "", "private key of --cert")
+	pf.StringVar(&o.token, "token", "", "bearer token for nodes started with --auth (default: $CAIRN_TOKEN)")
 	get := &cobra.Command{Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, done, err := o.client(cmd.Context())
@@ -107,7 +117,20 @@ func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context
 			hosts[u.Host] = true
 		}
 	}
-	rt := &refusals{next: http.DefaultTransport.(*http.Transport).Clone(), hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if o.ca != "" || o.cert != "" || o.key != "" {
+		cfg, err := client.LoadTLS(o.ca, o.cert, o.key)
+		if err != nil {
+			cancel(nil)
+			return nil, nil, nil, usageError{err}
+		}
+		tr.TLSClientConfig = cfg
+	}
+	var next http.RoundTripper = tr
+	if o.token != "" {
+		next = bearerTransport{next: tr, token: o.token}
+	}
+	rt := &refusals{next: next, hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
 	c, err := client.New(eps, client.Options{Timeout: o.timeout, HTTP: &http.Client{Transport: rt}})
 	if err != nil {
 		cancel(nil)
@@ -119,6 +142,10 @@ func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context
 // errUnreachable ends an operation whose every endpoint refused the
 // connection.
 var errUnreachable = errors.New("unreachable: every endpoint refused the connection")
+
+// errUntrusted ends an operation on a node whose TLS certificate does not
+// verify.
+var errUntrusted = errors.New("TLS: the node's certificate is not trusted")
 
 // refusals counts the endpoints that refused a connection since the last
 // attempt that got further; when all have, it cancels the operation.
@@ -135,6 +162,12 @@ func (r *refusals) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := r.next.RoundTrip(req)
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	var bad *tls.CertificateVerificationError
+	if err != nil && errors.As(err, &bad) {
+		// Retrying cannot help: the node's certificate is not trusted.
+		r.cancel(fmt.Errorf("%w: %v (give the cluster's CA with --ca)", errUntrusted, bad.Err))
+		return resp, err
+	}
 	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
 		r.refused[req.URL.Host] = true
 		if len(r.refused) >= r.hosts {
@@ -159,6 +192,9 @@ func normalizeEndpoint(e string) string {
 func (o *kvOpts) kvErr(ctx context.Context, err error) error {
 	if errors.Is(context.Cause(ctx), errUnreachable) {
 		return fmt.Errorf("%w (connection refused at %s)", errUnreachable, o.endpoints)
+	}
+	if cause := context.Cause(ctx); errors.Is(cause, errUntrusted) {
+		return cause
 	}
 	if errors.Is(err, client.ErrNotFound) {
 		return errors.New("not found")

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/security"
 	"github.com/cairn-db/cairn/internal/server"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/spf13/cobra"
@@ -35,6 +36,9 @@ func newServeCmd() *cobra.Command {
 		faultInjection                     bool
 		etcdAddr                           string
 		quotaBytes, diskReserve            int64
+		tlsFiles, peerTLS                  security.Files
+		clientAuth                         string
+		authOn                             bool
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -59,6 +63,10 @@ func newServeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			auth, err := security.ParseClientAuth(clientAuth)
+			if err != nil {
+				return usageError{err}
+			}
 			if unsafeNoSync {
 				slog.Warn("UNSAFE: --unsafe-no-sync is on; acknowledged writes can be lost on a crash")
 			}
@@ -71,6 +79,7 @@ func newServeCmd() *cobra.Command {
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
 				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
+				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 			})
 			if err != nil {
 				return err
@@ -106,6 +115,14 @@ func newServeCmd() *cobra.Command {
 	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
 	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
+	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")
+	f.StringVar(&tlsFiles.Key, "tls-key", "", "client port: PEM private key of --tls-cert")
+	f.StringVar(&tlsFiles.CA, "tls-ca", "", "client port: CA that client certificates must chain to (used when --tls-client-auth asks)")
+	f.StringVar(&clientAuth, "tls-client-auth", "none", "client port: none, verify-if-given or require (client certificates signed by --tls-ca)")
+	f.StringVar(&peerTLS.Cert, "peer-tls-cert", "", "peer port: this node's PEM certificate (cairn cert node); with --peer-tls-key and --peer-tls-ca nodes speak mutual TLS")
+	f.StringVar(&peerTLS.Key, "peer-tls-key", "", "peer port: PEM private key of --peer-tls-cert")
+	f.StringVar(&peerTLS.CA, "peer-tls-ca", "", "peer port: the cluster CA every node's certificate must chain to")
+	f.BoolVar(&authOn, "auth", false, "require bearer tokens with roles (read, write, admin) on the client port; the lowest-id node makes the first admin token and writes it to DATA-DIR/admin-token (docs/security.md)")
 	return cmd
 }
 

@@ -69,13 +69,18 @@ type call struct {
 // Dial connects to addr (host:port). maxInFlight bounds the requests the
 // connection carries at once (1: no pipelining).
 func Dial(ctx context.Context, addr string, maxInFlight int) (*Conn, error) {
-	if maxInFlight <= 0 {
-		maxInFlight = 1
-	}
 	d := net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	nc, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		return nil, err
+	}
+	return newClientConn(nc, addr, maxInFlight), nil
+}
+
+// newClientConn starts the writer and reader of a dialed connection.
+func newClientConn(nc net.Conn, addr string, maxInFlight int) *Conn {
+	if maxInFlight <= 0 {
+		maxInFlight = 1
 	}
 	c := &Conn{
 		nc: nc, host: addr,
@@ -88,7 +93,7 @@ func Dial(ctx context.Context, addr string, maxInFlight int) (*Conn, error) {
 	}
 	go c.writeLoop()
 	go c.readLoop(bufio.NewReaderSize(nc, 16<<10))
-	return c, nil
+	return c
 }
 
 // Close closes the connection; pending requests fail.

@@ -99,6 +99,9 @@ func (c *conn) serve() {
 		c.s.mu.Unlock()
 	}()
 	defer c.cancel()
+	if !c.handshake() {
+		return
+	}
 	br := bufio.NewReaderSize(c.nc, 16<<10)
 	// The first request's head must arrive within the header timeout,
 	// counted from the accept; then sniff the HTTP/2 preface ("PRI " is

@@ -11,7 +11,9 @@
 // that sends one request at a time (curl, wrk) sees an ordinary HTTP/1.1
 // server. Connections that open with the HTTP/2 preface are handed to an
 // http.Server that speaks HTTP/2 without TLS (prior knowledge), so one port
-// serves both.
+// serves both. With Server.TLSConfig the port speaks TLS only (tls.go):
+// ALPN chooses h2 (handed to the same http.Server) or http/1.1 (served
+// here), and DialTLS is the client's side of it.
 //
 // Conn is the matching client: one TCP connection on which many goroutines
 // issue requests at once; they are written back to back and their answers

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"net"
@@ -70,7 +71,13 @@ type Server struct {
 	// status is 400, 413, 417, 431, 501, 503 or 505); nil writes the
 	// message as plain text.
 	Reject func(w http.ResponseWriter, status int, msg string)
-	Logger *slog.Logger
+	// TLSConfig, if set, makes the port TLS only (tls.go): a plain-HTTP
+	// client fails its handshake. ALPN offers h2 (to H2, which must then
+	// enable HTTP/2 over TLS) and http/1.1 unless NextProtos says
+	// otherwise; the handshake must end within ReadHeaderTimeout of the
+	// accept. Nil: plain TCP.
+	TLSConfig *tls.Config
+	Logger    *slog.Logger
 
 	mu struct {
 		sync.Mutex
@@ -83,6 +90,7 @@ type Server struct {
 	// refusing counts connections over MaxConns being answered.
 	refusing atomic.Int32
 	h2lis    *chanListener
+	tls      tlsState
 	wg       sync.WaitGroup
 	// work hands requests to idle handler goroutines.
 	work chan func()
@@ -176,6 +184,10 @@ func (s *Server) Serve(l net.Listener) error {
 		h2 := s.H2
 		go func() { _ = h2.Serve(s.h2lis) }()
 	}
+	var tlsCfg *tls.Config
+	if s.TLSConfig != nil {
+		tlsCfg = s.serverTLS()
+	}
 	s.mu.Unlock()
 	for {
 		nc, err := l.Accept()
@@ -192,6 +204,9 @@ func (s *Server) Serve(l net.Listener) error {
 				continue
 			}
 			return err
+		}
+		if tlsCfg != nil {
+			nc = tls.Server(nc, tlsCfg)
 		}
 		c := newConn(s, nc)
 		s.mu.Lock()

@@ -24,6 +24,7 @@ var layers = []struct {
 	pkgs     []string
 	siblings bool // packages of this layer may import each other
 }{
+	{name: "security", pkgs: []string{"internal/security"}},
 	{name: "leaf", pkgs: []string{"internal/wire", "internal/shard", "internal/deadline", "client", "internal/lint", "internal/faultclock"}},
 	{name: "protocol", pkgs: []string{"internal/http1"}},
 	{name: "storage", pkgs: []string{"internal/storage/..."}},
@@ -40,10 +41,11 @@ var layers = []struct {
 	{name: "main", pkgs: []string{"cmd/...", "test/..."}, siblings: true},
 }
 
-// labMayImport is what the lab uses of the database: the leaf and protocol
-// packages (keys' tokens, the HTTP/1.1 client, the Go client). Nothing
+// labMayImport is what the lab uses of the database: the security, leaf
+// and protocol packages (TLS configurations, keys' tokens, the HTTP/1.1
+// client, the Go client). Nothing
 // of a node's internals: the lab drives real processes.
-var labMayImport = []string{"leaf", "protocol", "lab"}
+var labMayImport = []string{"security", "leaf", "protocol", "lab"}
 
 // only lists third-party (or standard) imports and the packages that
 // alone may import them directly.

@@ -18,10 +18,20 @@ func (s *Server) startEtcd(id identity) error {
 	if s.cfg.EtcdAddr == "" {
 		return nil
 	}
+	if s.cfg.Auth {
+		// The etcd API has no authentication of its own yet: serving it
+		// would let anyone past --auth.
+		s.log.Warn("etcd API off: --auth is on and the etcd API does not check tokens yet")
+		return nil
+	}
+	tlsCfg, err := s.cfg.clientTLS() // the client port's TLS, if any
+	if err != nil {
+		return err
+	}
 	srv, err := etcdapi.New(s.coord, etcdapi.Config{
 		ClusterID: clusterID(id.Peers), MemberID: id.NodeID,
 		MaxKeySize: s.cfg.MaxKeySize, MaxValueSize: s.cfg.MaxValueSize,
-		RequestTimeout: s.cfg.RequestTimeout, Logger: s.log,
+		RequestTimeout: s.cfg.RequestTimeout, Logger: s.log, TLS: tlsCfg,
 	})
 	if err != nil {
 		return err

@@ -14,12 +14,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/api/auth"
 	etcdapi "github.com/cairn-db/cairn/internal/api/etcd"
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
 	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/security"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
@@ -92,6 +94,15 @@ type Config struct {
 	QuotaBytes int64
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
+	// TLS of the client port (tls.go): certificate and key, and the CA
+	// that ClientAuth verifies client certificates against. Empty: plain
+	// HTTP.
+	TLS        security.Files
+	ClientAuth security.ClientAuth
+	// PeerTLS: mutual TLS between nodes; all three files or none.
+	PeerTLS security.Files
+	// Auth requires bearer tokens with roles on the client port (auth.go).
+	Auth bool
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -145,6 +156,12 @@ type Server struct {
 	// end with it.
 	stopping   context.Context
 	beginsStop context.CancelFunc
+	// authn checks tokens (Config.Auth); authDone ends with the
+	// bootstrap of the first admin token (nil: none runs).
+	authn        *auth.Authenticator
+	authCounters auth.Counters
+	authDone     chan struct{}
+	peers        map[uint64]string
 }
 
 // faults is the node's fault hook for the admin API.
@@ -212,7 +229,7 @@ func (c Config) Validate() error {
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
-	return nil
+	return c.validateTLS()
 }
 
 // New opens the node's data and builds every component; Start serves.
@@ -322,9 +339,13 @@ func (s *Server) build() error {
 		th = s.faulty
 		s.log.Warn("fault injection enabled: /v1/admin/fault can partition this node and stall its disk")
 	}
+	peerSrvTLS, peerCliTLS, err := cfg.peerTLS()
+	if err != nil {
+		return err
+	}
 	tr, err := transport.NewGRPC(transport.Config{
 		NodeID: id.NodeID, ListenAddr: cfg.PeerAddr, Peers: id.Peers, Handler: th,
-		Unreachable: st.Unreachable, Logger: s.log,
+		Unreachable: st.Unreachable, Logger: s.log, ServerTLS: peerSrvTLS, ClientTLS: peerCliTLS,
 	})
 	if err != nil {
 		return err
@@ -347,6 +368,7 @@ func (s *Server) build() error {
 	h.coord = s.coord
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
+	registerTLSMetrics(reg, s)
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
@@ -356,6 +378,12 @@ func (s *Server) build() error {
 		acfg.Faults = faults{s}
 	}
 	api, err := httpapi.New(s.coord, acfg)
+	if err != nil {
+		return err
+	}
+	api = s.withAuth(api, reg)
+	s.peers = id.Peers
+	clientTLS, err := cfg.clientTLS()
 	if err != nil {
 		return err
 	}
@@ -372,8 +400,13 @@ func (s *Server) build() error {
 	// many requests over few connections, as etcd's gRPC clients do.
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
+	if clientTLS != nil {
+		// With TLS the port is TLS only; ALPN's h2 goes to the same server.
+		protos.SetHTTP2(true)
+	}
 	s.http = &http1.Server{
-		Handler: api,
+		TLSConfig: clientTLS,
+		Handler:   api,
 		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
 		MaxPipeline:       h1Pipeline,
@@ -419,6 +452,7 @@ func (s *Server) Start() {
 	}
 	s.store.Start(s.fresh)
 	go s.runDiskGuard(s.stopping)
+	s.startAuth(s.peers)
 	go func() {
 		if err := s.http.Serve(s.lis); err != nil && !errors.Is(err, http1.ErrServerClosed) {
 			s.log.Error("http server", "err", err)
@@ -426,6 +460,7 @@ func (s *Server) Start() {
 	}()
 	s.serveEtcd()
 	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "etcd", s.EtcdAddr(), "fresh", s.fresh,
+		"client_tls", !s.cfg.TLS.IsZero(), "peer_tls", !s.cfg.PeerTLS.IsZero(),
 		"replicas", len(s.store.Replicas()))
 }
 
@@ -443,6 +478,9 @@ func (s *Server) Stop(ctx context.Context) error {
 		grace = max(time.Until(d), 0)
 	}
 	s.stopEtcd(grace)
+	if s.authDone != nil {
+		<-s.authDone
+	}
 	s.closeAll()
 	return nil
 }

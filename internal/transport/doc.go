@@ -53,4 +53,12 @@
 // state and the removal of its raft log, in one atomic ingestion: after a
 // crash the shard is wholly at the snapshot or wholly at its old state.
 // Staged files left by a crash are removed when the engine opens.
+//
+// # TLS
+//
+// With Config.ServerTLS and Config.ClientTLS (internal/security.PeerTLS)
+// the peer port speaks mutual TLS: every connection, both ways, presents
+// a node certificate the cluster CA signed, so a process without one can
+// send no raft message, forwarded request or snapshot (tls.go). Failed
+// handshakes are counted in Stats and logged at most once per 10 s.
 package transport

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -40,6 +41,10 @@ type Config struct {
 	// MaxIncomingSnapshots bounds the snapshot streams received at once;
 	// more are refused (the sender retries later). Default 2.
 	MaxIncomingSnapshots int
+	// ServerTLS and ClientTLS, set together, make the peer port speak
+	// mutual TLS (tls.go; internal/security.PeerTLS builds both). Nil:
+	// plain TCP.
+	ServerTLS, ClientTLS *tls.Config
 	Logger               *slog.Logger
 }
 
@@ -75,6 +80,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("transport: MaxSnapshotBytes %d: want a positive bound", c.MaxSnapshotBytes)
 	case c.MaxIncomingSnapshots < 1:
 		return fmt.Errorf("transport: MaxIncomingSnapshots %d: want at least 1", c.MaxIncomingSnapshots)
+	case (c.ServerTLS == nil) != (c.ClientTLS == nil):
+		return errors.New("transport: ServerTLS and ClientTLS go together (mutual TLS) or not at all")
 	}
 	return nil
 }
@@ -116,7 +123,13 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 	}
 	t := &GRPC{cfg: cfg, lis: lis, peers: map[uint64]*peer{}}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.srv = grpc.NewServer(grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg))
+	srvOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg)}
+	dialCreds := insecure.NewCredentials()
+	if cfg.ServerTLS != nil {
+		srvOpts = append(srvOpts, grpc.Creds(newCountingCreds(cfg.ServerTLS, &t.stats, cfg.Logger)))
+		dialCreds = newCountingCreds(cfg.ClientTLS, &t.stats, cfg.Logger)
+	}
+	t.srv = grpc.NewServer(srvOpts...)
 	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler, cfg: cfg, stats: &t.stats,
 		snapSem: make(chan struct{}, cfg.MaxIncomingSnapshots)})
 	for id, addr := range cfg.Peers {
@@ -125,7 +138,7 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 		}
 		conn, err := grpc.NewClient(addr,
 			grpc.WithContextDialer(dialFrom(lis.Addr())),
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(dialCreds),
 			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 			grpc.WithConnectParams(grpc.ConnectParams{
 				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
@@ -341,14 +354,23 @@ type Stats struct {
 	// SnapshotsRefused: snapshot streams refused (too many at once, bad
 	// header, over the byte bound, or refused by the handler).
 	SnapshotsRefused uint64
+	// TLSRefused: incoming connections whose TLS handshake failed (no
+	// certificate, or one the cluster CA did not sign); TLSDialFailed:
+	// outgoing ones (the peer's certificate did not verify, or the peer
+	// refused ours).
+	TLSRefused, TLSDialFailed uint64
 }
 
 type counters struct {
 	badFrames, panics, snapsRefused atomic.Uint64
+	tlsRefused, tlsDialFailed       atomic.Uint64
+	// tlsLogIn, tlsLogOut: unix nanos of the last logged failure.
+	tlsLogIn, tlsLogOut atomic.Int64
 }
 
 // Stats returns the server's counters.
 func (t *GRPC) Stats() Stats {
 	return Stats{BadFrames: t.stats.badFrames.Load(), Panics: t.stats.panics.Load(),
-		SnapshotsRefused: t.stats.snapsRefused.Load()}
+		SnapshotsRefused: t.stats.snapsRefused.Load(), TLSRefused: t.stats.tlsRefused.Load(),
+		TLSDialFailed: t.stats.tlsDialFailed.Load()}
 }

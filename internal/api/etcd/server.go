@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
 	"github.com/cairn-db/cairn/internal/kv"
@@ -45,6 +47,9 @@ type Config struct {
 	EtcdPortOffset int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
+	// TLS, when set, makes the API speak gRPC over TLS only (the client
+	// port's certificate and client-certificate policy). Nil: plain.
+	TLS *tls.Config
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -99,10 +104,14 @@ func New(b Backend, cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{b: b, cfg: cfg}
-	s.g = grpc.NewServer(
-		grpc.MaxRecvMsgSize(cfg.MaxKeySize+cfg.MaxValueSize+64<<10),
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(cfg.MaxKeySize + cfg.MaxValueSize + 64<<10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-	)
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	s.g = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.g, &kvServer{s: s})
 	pb.RegisterClusterServer(s.g, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(s.g, &maintenanceServer{s: s})

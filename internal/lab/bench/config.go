@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -85,9 +86,15 @@ func (c RunConfig) Validate() error {
 // DriverConfig configures a driver. NewDriver fills its defaults
 // (EnsureDefaults) and validates it once.
 type DriverConfig struct {
-	// Target is http://h:p[,http://h:p…] (Cairn) or etcd://h:p[,h:p…].
-	// Required.
+	// Target is http://h:p[,http://h:p…] or https://… (Cairn) or
+	// etcd://h:p[,h:p…]. Required.
 	Target string
+	// TLS configures https:// targets (the nodes' CA, a client
+	// certificate); default nil: the system's roots.
+	TLS *tls.Config
+	// Token is a bearer token sent with every Cairn request (nodes
+	// started with --auth); default empty: none.
+	Token string
 	// Conns is the number of connections the driver keeps (with
 	// RouteLeader at least one per node). Default 1.
 	Conns int
@@ -137,10 +144,12 @@ func (c DriverConfig) EnsureDefaults() DriverConfig {
 // is out of range.
 func (c DriverConfig) Validate() error {
 	switch {
-	case !strings.HasPrefix(c.Target, "http://") && !strings.HasPrefix(c.Target, "etcd://"):
-		return fmt.Errorf("%w: Target (--target) must start with http:// (Cairn) or etcd://, got %q", ErrInvalidConfig, c.Target)
+	case !strings.HasPrefix(c.Target, "http://") && !strings.HasPrefix(c.Target, "https://") && !strings.HasPrefix(c.Target, "etcd://"):
+		return fmt.Errorf("%w: Target (--target) must start with http:// or https:// (Cairn) or etcd://, got %q", ErrInvalidConfig, c.Target)
 	case c.Conns < 1:
 		return fmt.Errorf("%w: Conns %d: want at least 1", ErrInvalidConfig, c.Conns)
+	case strings.ContainsAny(c.Token, "\r\n "):
+		return fmt.Errorf("%w: Token holds a space or line break", ErrInvalidConfig)
 	case c.Pipeline < 1:
 		return fmt.Errorf("%w: Pipeline %d: want at least 1", ErrInvalidConfig, c.Pipeline)
 	case c.Route != RouteLeader && c.Route != RouteFixed:

@@ -68,7 +68,7 @@ func TestDriverConfigValidate(t *testing.T) {
 		want string
 	}{
 		{"no target", DriverConfig{}, `got ""`},
-		{"other scheme", DriverConfig{Target: "https://h:1"}, `got "https://h:1"`},
+		{"other scheme", DriverConfig{Target: "ftp://h:1"}, `got "ftp://h:1"`},
 		{"negative conns", DriverConfig{Target: "http://h:1", Conns: -1}, "Conns -1"},
 		{"negative pipeline", DriverConfig{Target: "http://h:1", Pipeline: -4}, "Pipeline -4"},
 		{"unknown route", DriverConfig{Target: "http://h:1", Route: "nearest"}, `got "nearest"`},

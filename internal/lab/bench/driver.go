@@ -3,6 +3,7 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -64,7 +65,7 @@ func TargetKind(target string) string {
 // (internal/http1), or HTTP/2 carrying many at once (DriverConfig.HTTP2).
 type httpDriver struct {
 	c      DriverConfig
-	bases  []string // http://host:port per node
+	bases  []string // http://host:port (or https://) per node
 	links  []*link
 	byNode [][]*link // the links of each node
 	rt     *router   // nil with RouteFixed
@@ -75,6 +76,7 @@ type link struct {
 	idx   int // in httpDriver.links
 	node  int
 	addr  string
+	tls   *tls.Config // nil: plain TCP
 	depth int
 	mu    sync.Mutex
 	h1    *http1.Conn
@@ -83,33 +85,46 @@ type link struct {
 
 func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 	d := &httpDriver{c: c}
+	tlsCfg := c.TLS
+	if tlsCfg == nil {
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
 	for _, b := range strings.Split(c.Target, ",") {
 		b = strings.TrimRight(strings.TrimSpace(b), "/")
-		if !strings.HasPrefix(b, "http://") {
+		if !strings.HasPrefix(b, "http://") && !strings.HasPrefix(b, "https://") {
 			b = "http://" + b
 		}
 		u, err := url.Parse(b)
 		if err != nil || u.Host == "" || (u.Path != "" && u.Path != "/") {
-			return nil, fmt.Errorf("bench: bad target %q: want http://host:port", b)
+			return nil, fmt.Errorf("bench: bad target %q: want http://host:port or https://host:port", b)
 		}
-		d.bases = append(d.bases, "http://"+u.Host)
+		d.bases = append(d.bases, u.Scheme+"://"+u.Host)
 	}
 	n := c.Conns
 	if c.Route == RouteLeader {
-		d.rt = newRouter(d.bases, c.Timeout)
+		d.rt = newRouter(d.bases, c.Timeout, tlsCfg)
 		n = max(n, len(d.bases))
 	}
 	d.byNode = make([][]*link, len(d.bases))
 	for i := 0; i < n; i++ {
 		j := i % len(d.bases)
-		l := &link{idx: i, node: j, addr: strings.TrimPrefix(d.bases[j], "http://"), depth: c.Pipeline}
+		scheme, host, _ := strings.Cut(d.bases[j], "://")
+		l := &link{idx: i, node: j, addr: host, depth: c.Pipeline}
+		if scheme == "https" {
+			l.tls = tlsCfg
+		}
 		if c.HTTP2 {
 			tr := &http.Transport{
 				DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 				MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second,
 				Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
 			}
-			tr.Protocols.SetUnencryptedHTTP2(true)
+			if l.tls != nil {
+				tr.TLSClientConfig = l.tls.Clone()
+				tr.Protocols.SetHTTP2(true)
+			} else {
+				tr.Protocols.SetUnencryptedHTTP2(true)
+			}
 			l.h2 = &http.Client{Transport: tr, Timeout: c.Timeout}
 		}
 		d.links = append(d.links, l)
@@ -142,6 +157,9 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if err != nil {
 			return err
 		}
+		if d.c.Token != "" {
+			req.Header.Set("Authorization", "Bearer "+d.c.Token)
+		}
 		resp, err := l.h2.Do(req)
 		if err != nil {
 			return err
@@ -154,7 +172,11 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if err != nil {
 			return err
 		}
-		resp, err := c.Do(ctx, &http1.Request{Method: method, Path: pathQuery, Body: body})
+		r := &http1.Request{Method: method, Path: pathQuery, Body: body}
+		if d.c.Token != "" {
+			r.Header = [][2]string{{"Authorization", "Bearer " + d.c.Token}}
+		}
+		resp, err := c.Do(ctx, r)
 		if err != nil {
 			return err
 		}
@@ -183,7 +205,13 @@ func (l *link) conn(ctx context.Context) (*http1.Conn, error) {
 	if l.h1 != nil && !l.h1.Failed() {
 		return l.h1, nil
 	}
-	c, err := http1.Dial(ctx, l.addr, l.depth)
+	var c *http1.Conn
+	var err error
+	if l.tls != nil {
+		c, err = http1.DialTLS(ctx, l.addr, l.depth, l.tls)
+	} else {
+		c, err = http1.Dial(ctx, l.addr, l.depth)
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
@@ -174,6 +175,10 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 	}
 	b = append(b, " HTTP/1.1\r\nHost: "...)
 	b = append(b, lc.l.addr...)
+	if t := lc.run.d.c.Token; t != "" {
+		b = append(b, "\r\nAuthorization: Bearer "...)
+		b = append(b, t...)
+	}
 	if method == http.MethodPut {
 		b = append(b, "\r\nContent-Length: "...)
 		b = strconv.AppendInt(b, int64(len(body)), 10)
@@ -297,6 +302,15 @@ func (lc *loopConn) dial() (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	d := net.Dialer{KeepAlive: 30 * time.Second}
+	if lc.l.tls != nil {
+		cfg := lc.l.tls.Clone()
+		cfg.NextProtos = []string{"http/1.1"}
+		if host, _, err := net.SplitHostPort(lc.l.addr); err == nil && cfg.ServerName == "" {
+			cfg.ServerName = host
+		}
+		td := tls.Dialer{NetDialer: &d, Config: cfg}
+		return td.DialContext(ctx, "tcp", lc.l.addr)
+	}
 	return d.DialContext(ctx, "tcp", lc.l.addr)
 }
 

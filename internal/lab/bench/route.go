@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"net/http"
 	"sort"
 	"strconv"
@@ -42,8 +43,9 @@ type routeTable struct {
 	leaders []int
 }
 
-func newRouter(bases []string, timeout time.Duration) *router {
-	r := &router{bases: bases, hc: &http.Client{Timeout: min(timeout, 2*time.Second)},
+func newRouter(bases []string, timeout time.Duration, tlsCfg *tls.Config) *router {
+	r := &router{bases: bases, hc: &http.Client{Timeout: min(timeout, 2*time.Second),
+		Transport: &http.Transport{TLSClientConfig: tlsCfg.Clone(), MaxIdleConnsPerHost: 2}},
 		stopc: make(chan struct{}), done: make(chan struct{})}
 	r.refresh()
 	go r.loop()

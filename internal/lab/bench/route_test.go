@@ -66,7 +66,7 @@ func TestRouterReadsEveryNode(t *testing.T) {
 		defer srv.Close()
 		bases = append(bases, srv.URL)
 	}
-	r := newRouter(bases, time.Second)
+	r := newRouter(bases, time.Second, nil)
 	defer r.stop()
 	for _, key := range []string{"a", "b", "c", "d", "e"} {
 		i := shard.Token([]byte(key)) >> 62

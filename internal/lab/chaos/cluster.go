@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -118,8 +119,12 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	if !cfg.NoFaultInjection {
 		extra = append(extra, "--fault-injection")
 	}
+	var tlsCfg *launcher.TLS
+	if cfg.Secure {
+		tlsCfg = &launcher.TLS{Dir: filepath.Join(cfg.Dir, "certs")}
+	}
 	lc, err := launcher.Launch(context.Background(), launcher.Config{
-		Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, IPs: ips, Shards: cfg.Shards,
+		TLS: tlsCfg, Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, IPs: ips, Shards: cfg.Shards,
 		Extra: append(extra, cfg.Extra...), StopTimeout: stopTimeout,
 		// Right after the start, before the node has opened its data.
 		OnStart: func(id, pid int) error {
@@ -134,7 +139,18 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 		return nil, fmt.Errorf("chaos: %w", err)
 	}
 	c.Cluster = lc
+	c.hc = lc.HTTPClient()
 	return c, nil
+}
+
+// clientOptions are the options of the lab's clients of the nodes: with
+// TLS they trust the cluster's CA.
+func (c *Cluster) clientOptions(timeout time.Duration) client.Options {
+	o := client.Options{Timeout: timeout}
+	if t := c.TLS(); t != nil {
+		o.TLS, _ = t.ClientConfig() // read at launch already
+	}
+	return o
 }
 
 // WaitReady waits until every running node sees a running leader of every

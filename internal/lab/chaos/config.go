@@ -41,6 +41,8 @@ type Config struct {
 	// Preload: records loaded before the workload and mixed into it;
 	// zero: none.
 	Preload PreloadConfig
+	// Secure: see ClusterConfig.Secure. Default false.
+	Secure bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -152,6 +154,10 @@ type ClusterConfig struct {
 	// Partitions: PartitionsAuto (default), PartitionsIPTables or
 	// PartitionsHook.
 	Partitions string
+	// Secure runs the nodes with TLS on both ports (certificates made
+	// under Dir/certs) and the lab's clients over https:// trusting
+	// their CA. Default false.
+	Secure bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its

@@ -53,7 +53,9 @@ func (diskFullFault) Heal(c *Cluster, n int) error {
 
 // probePut writes one value through node n alone, without retries.
 func probePut(c *Cluster, n int, what string) error {
-	cl, err := client.New([]string{c.URL(n)}, client.Options{NoRetry: true, Timeout: 5 * time.Second})
+	o := c.clientOptions(5 * time.Second)
+	o.NoRetry = true
+	cl, err := client.New([]string{c.URL(n)}, o)
 	if err != nil {
 		return err
 	}

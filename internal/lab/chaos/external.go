@@ -109,7 +109,7 @@ func RunExternal(ctx context.Context, cfg ExternalConfig) (*Result, error) {
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
-	wait := startWorkload(wctx, rec, cfg.Endpoints, cfg.Workload, PreloadConfig{})
+	wait := startWorkload(wctx, rec, cfg.Endpoints, cfg.Workload, PreloadConfig{}, plainClients)
 	faults := runExternalFaults(wctx, cfg.Faults, start, logf)
 	wait()
 	elapsed := time.Since(start)
@@ -118,7 +118,7 @@ func RunExternal(ctx context.Context, cfg ExternalConfig) (*Result, error) {
 	}
 	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: "external"}
 	hashes := func(i int) ([]checker.ShardHash, error) { return endpointHashes(ctx, cfg.Endpoints[i-1]) }
-	err := checkRun(res, rec, elapsed, cfg.Dir, cfg.Endpoints, len(cfg.Endpoints), hashes, logf)
+	err := checkRun(res, rec, elapsed, cfg.Dir, cfg.Endpoints, plainClients, len(cfg.Endpoints), hashes, logf)
 	return res, err
 }
 
@@ -126,7 +126,7 @@ func RunExternal(ctx context.Context, cfg ExternalConfig) (*Result, error) {
 // i mod n first and fails over to the others; a share of their operations
 // go to the preloaded records, if any) and the unique-write set; the
 // returned function waits for them to stop, when ctx ends.
-func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w WorkloadConfig, p PreloadConfig) (wait func()) {
+func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w WorkloadConfig, p PreloadConfig, opts clientOpts) (wait func()) {
 	var keys []string
 	for i := 0; i < w.Keys; i++ {
 		keys = append(keys, fmt.Sprintf("reg/%d", i))
@@ -136,7 +136,7 @@ func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w Wor
 	for i := 0; i < w.Clients; i++ {
 		node := i%len(endpoints) + 1
 		eps := append([]string{endpoints[node-1]}, without(endpoints, endpoints[node-1])...)
-		cl, _ := client.New(eps, client.Options{Timeout: w.Timeout})
+		cl, _ := client.New(eps, opts(w.Timeout))
 		setClients = append(setClients, cl)
 		wg.Add(1)
 		go func(i, node int) {
@@ -148,6 +148,13 @@ func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w Wor
 	go func() { defer wg.Done(); runSet(ctx, rec, setClients) }()
 	return wg.Wait
 }
+
+// clientOpts makes the options of the lab's clients of a cluster, with an
+// operation timeout (TLS settings included for a secure cluster).
+type clientOpts func(timeout time.Duration) client.Options
+
+// plainClients are the options of clients of a plain-HTTP cluster.
+func plainClients(timeout time.Duration) client.Options { return client.Options{Timeout: timeout} }
 
 // runExternalFaults injects and heals each fault on schedule; a fault
 // whose injection fails is recorded with its error and not healed.
@@ -180,7 +187,7 @@ func runExternalFaults(ctx context.Context, faults []ExternalFault, start time.T
 // per-fault figures, linearizability (history and visualization written
 // to dir), lost acknowledged writes (read through endpoints) and replica
 // convergence (hashes of nodes 1..n).
-func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, endpoints []string, n int,
+func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, endpoints []string, opts clientOpts, n int,
 	hashes func(i int) ([]checker.ShardHash, error), logf func(string, ...any)) error {
 	all, _ := rec.perf.Results(elapsed)
 	res.Ops, res.Series = len(rec.history), all.Series
@@ -206,7 +213,7 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 		res.AppliedTwice = []string{}
 	}
 
-	cl, _ := client.New(endpoints, client.Options{Timeout: 10 * time.Second})
+	cl, _ := client.New(endpoints, opts(10*time.Second))
 	lost, err := checker.LostWrites(rec.acked, func(k string) (string, bool, error) {
 		v, err := cl.Get(context.Background(), []byte(k), false)
 		if errors.Is(err, client.ErrNotFound) {

@@ -132,7 +132,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
 		}
 	}
-	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions})
+	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions,
+		Secure: cfg.Secure})
 	if err != nil {
 		return nil, err
 	}
@@ -160,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
-	wait := startWorkload(wctx, rec, c.Endpoints(), cfg.Workload, cfg.Preload)
+	wait := startWorkload(wctx, rec, c.Endpoints(), cfg.Workload, cfg.Preload, c.clientOptions)
 	faults := runSteps(wctx, c, cfg.Steps, start, logf)
 	wait()
 	// Heal anything still injected, then let the cluster settle.
@@ -179,7 +180,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.ValueSize = 0
 	}
 	hashes := func(i int) ([]checker.ShardHash, error) { return c.Hashes(i) }
-	if err := checkRun(res, rec, elapsed, cfg.Dir, c.Endpoints(), c.Size(), hashes, logf); err != nil {
+	if err := checkRun(res, rec, elapsed, cfg.Dir, c.Endpoints(), c.clientOptions, c.Size(), hashes, logf); err != nil {
 		return nil, err
 	}
 	res.Backups = checkBackups(ctx, c, rec, start, logf)

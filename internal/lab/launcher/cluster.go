@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/cairn-db/cairn/client"
 )
@@ -63,7 +62,7 @@ func New(cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	c := &Cluster{cfg: cfg, hc: &http.Client{Timeout: 5 * time.Second}}
+	c := &Cluster{cfg: cfg}
 	var peers []string
 	for i := 1; i <= cfg.Nodes; i++ {
 		c.nodes = append(c.nodes, &Node{ID: i, HTTPAddr: httpAddrs[i-1], PeerAddr: peerAddrs[i-1],
@@ -76,6 +75,14 @@ func New(cfg Config) (*Cluster, error) {
 	c.args = append([]string{"--initial-cluster", strings.Join(peers, ","), "--shards", fmt.Sprint(cfg.Shards),
 		"--replication", fmt.Sprint(cfg.Replication)}, cfg.Extra...)
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	if cfg.TLS != nil {
+		if err := cfg.TLS.makeCerts(c.nodes); err != nil {
+			return nil, err
+		}
+	}
+	if c.hc, err = httpClient(cfg.TLS); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -128,7 +135,19 @@ func (c *Cluster) Node(id int) *Node { return c.nodes[id-1] }
 func (c *Cluster) Replication() int { return c.cfg.Replication }
 
 // URL is node id's HTTP base URL.
-func (c *Cluster) URL(id int) string { return "http://" + c.Node(id).HTTPAddr }
+func (c *Cluster) URL(id int) string {
+	if c.cfg.TLS != nil {
+		return "https://" + c.Node(id).HTTPAddr
+	}
+	return "http://" + c.Node(id).HTTPAddr
+}
+
+// TLS is the cluster's TLS setting (nil: plain).
+func (c *Cluster) TLS() *TLS { return c.cfg.TLS }
+
+// HTTPClient is the launcher's client of the nodes (it trusts the
+// cluster's CA under TLS).
+func (c *Cluster) HTTPClient() *http.Client { return c.hc }
 
 // Bin is the cairn binary the nodes run.
 func (c *Cluster) Bin() string { return c.cfg.Bin }

@@ -58,6 +58,10 @@ type Config struct {
 	// SysProcAttr, when set, is given to every node process (tests set
 	// Pdeathsig so no node outlives them). Default none.
 	SysProcAttr func() *syscall.SysProcAttr
+	// TLS, when set, runs every node with HTTPS on its client port and
+	// mutual TLS between nodes (tls.go); URL gives https:// then, and the
+	// launcher's own requests trust the cluster's CA. Default nil: plain.
+	TLS *TLS
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -97,6 +101,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: Replication %d: want at least 1", ErrInvalidConfig, c.Replication)
 	case c.StopTimeout <= 0:
 		return fmt.Errorf("%w: StopTimeout %v: want more than 0", ErrInvalidConfig, c.StopTimeout)
+	case c.TLS != nil && c.TLS.Dir == "":
+		return fmt.Errorf("%w: TLS.Dir is required", ErrInvalidConfig)
 	}
 	for _, l := range []struct {
 		name  string

@@ -69,6 +69,9 @@ func (c *Cluster) Start(id int) error {
 	if n.EtcdAddr != "" {
 		args = append(args, "--etcd-addr", n.EtcdAddr)
 	}
+	if c.cfg.TLS != nil {
+		args = append(args, c.cfg.TLS.args(n.ID)...)
+	}
 	var out io.Writer
 	var logf *os.File
 	if c.cfg.Output != nil {

@@ -1,0 +1,195 @@
+package auth
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Role is what a token allows.
+type Role int
+
+// Roles, ordered: each allows what the ones before it allow.
+const (
+	// RoleNone: no token needed (open routes).
+	RoleNone Role = iota
+	RoleRead
+	RoleWrite
+	RoleAdmin
+)
+
+var roleNames = []string{"none", "read", "write", "admin"}
+
+func (r Role) String() string {
+	if r < 0 || int(r) >= len(roleNames) {
+		return fmt.Sprintf("role(%d)", int(r))
+	}
+	return roleNames[r]
+}
+
+// ParseRole parses read, write or admin.
+func ParseRole(s string) (Role, error) {
+	for i, n := range roleNames[1:] {
+		if s == n {
+			return Role(i + 1), nil
+		}
+	}
+	return RoleNone, fmt.Errorf("auth: role %q: want read, write or admin", s)
+}
+
+// Store reads and writes the system keys that hold token hashes, through
+// the replicated kv path.
+type Store interface {
+	// Get returns key's value; found false if it is absent.
+	Get(ctx context.Context, key []byte) (value []byte, found bool, err error)
+	// Put writes key=value.
+	Put(ctx context.Context, key, value []byte) error
+}
+
+// Reserved system keys (keys starting with byte 0 are the system's).
+const (
+	// TokenPrefix + hex(SHA-256(token)) holds a token's record.
+	TokenPrefix = "\x00sys/auth/token/"
+	// BootstrapKey is set once the first admin token was made.
+	BootstrapKey = "\x00sys/auth/bootstrap"
+	tokenText    = "cairn_"
+)
+
+// record is a stored token.
+type record struct {
+	Role    string    `json:"role"`
+	Hash    string    `json:"hash"` // hex SHA-256, compared in constant time
+	Created time.Time `json:"created"`
+}
+
+// Errors.
+var (
+	ErrNoToken  = errors.New("auth: no bearer token")
+	ErrBadToken = errors.New("auth: unknown or malformed token")
+)
+
+// Authenticator checks tokens against a Store.
+type Authenticator struct {
+	store Store
+	ttl   time.Duration
+	now   func() time.Time
+
+	mu    sync.Mutex
+	cache map[[32]byte]cached
+
+	failures atomic.Uint64
+}
+
+type cached struct {
+	role    Role
+	expires time.Time
+}
+
+// CacheTTL is how long a found token is trusted without a new read.
+const CacheTTL = 5 * time.Second
+
+// New returns an Authenticator over store.
+func New(store Store) *Authenticator {
+	return &Authenticator{store: store, ttl: CacheTTL, now: time.Now, cache: map[[32]byte]cached{}}
+}
+
+// Failures counts requests refused 401 or 403.
+func (a *Authenticator) Failures() uint64 { return a.failures.Load() }
+
+// NewToken returns a fresh token and the hash it is stored under.
+func NewToken() (token string, hash [32]byte) {
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic("auth: no randomness: " + err.Error())
+	}
+	token = tokenText + base64.RawURLEncoding.EncodeToString(b[:])
+	return token, sha256.Sum256([]byte(token))
+}
+
+func tokenKey(hash [32]byte) []byte { return []byte(TokenPrefix + hex.EncodeToString(hash[:])) }
+
+// Create makes a token of role, stores its hash and returns it: the
+// only time the token exists in clear.
+func (a *Authenticator) Create(ctx context.Context, role Role) (string, error) {
+	if role < RoleRead || role > RoleAdmin {
+		return "", fmt.Errorf("auth: cannot create a token of role %s", role)
+	}
+	tok, hash := NewToken()
+	rec, _ := json.Marshal(record{Role: role.String(), Hash: hex.EncodeToString(hash[:]), Created: a.now().UTC()})
+	if err := a.store.Put(ctx, tokenKey(hash), rec); err != nil {
+		return "", fmt.Errorf("auth: store the token: %w", err)
+	}
+	return tok, nil
+}
+
+// Authenticate returns the role of token.
+func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, error) {
+	if token == "" {
+		return RoleNone, ErrNoToken
+	}
+	if !strings.HasPrefix(token, tokenText) || len(token) > 128 {
+		return RoleNone, ErrBadToken
+	}
+	hash := sha256.Sum256([]byte(token))
+	now := a.now()
+	a.mu.Lock()
+	c, ok := a.cache[hash]
+	a.mu.Unlock()
+	if ok && now.Before(c.expires) {
+		return c.role, nil
+	}
+	v, found, err := a.store.Get(ctx, tokenKey(hash))
+	if err != nil {
+		return RoleNone, fmt.Errorf("auth: look the token up: %w", err)
+	}
+	if !found {
+		return RoleNone, ErrBadToken
+	}
+	var rec record
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return RoleNone, ErrBadToken
+	}
+	want := hex.EncodeToString(hash[:])
+	if subtle.ConstantTimeCompare([]byte(rec.Hash), []byte(want)) != 1 {
+		return RoleNone, ErrBadToken
+	}
+	role, err := ParseRole(rec.Role)
+	if err != nil {
+		return RoleNone, ErrBadToken
+	}
+	a.mu.Lock()
+	if len(a.cache) > 10000 {
+		clear(a.cache)
+	}
+	a.cache[hash] = cached{role: role, expires: now.Add(a.ttl)}
+	a.mu.Unlock()
+	return role, nil
+}
+
+// Bootstrap makes the first admin token unless the cluster has one: it
+// returns the token, or "" when an earlier bootstrap made it.
+func (a *Authenticator) Bootstrap(ctx context.Context) (string, error) {
+	if _, found, err := a.store.Get(ctx, []byte(BootstrapKey)); err != nil {
+		return "", err
+	} else if found {
+		return "", nil
+	}
+	tok, err := a.Create(ctx, RoleAdmin)
+	if err != nil {
+		return "", err
+	}
+	if err := a.store.Put(ctx, []byte(BootstrapKey), []byte(a.now().UTC().Format(time.RFC3339))); err != nil {
+		return "", err
+	}
+	return tok, nil
+}

@@ -1,0 +1,124 @@
+package auth
+
+import (
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync/atomic"
+)
+
+// TokensPath creates tokens: POST ?role=read|write|admin (admin only).
+const TokensPath = "/v1/admin/tokens"
+
+// Counters of refused requests.
+type Counters struct {
+	// Unauthenticated: 401 (no token, an unknown or malformed one);
+	// Forbidden: 403 (a token of too low a role).
+	Unauthenticated, Forbidden atomic.Uint64
+}
+
+// Middleware returns next behind token checks: each request needs the
+// role Required names. It serves TokensPath itself.
+func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Logger) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if reservedKey(r) {
+			// The token records live there: no client may read or write
+			// them through the data routes, whatever its role.
+			c.Forbidden.Add(1)
+			a.failures.Add(1)
+			writeError(w, http.StatusForbidden, "reserved_key", "keys starting with byte 0 are reserved for the system")
+			return
+		}
+		need := Required(r.Method, r.URL.Path)
+		if need == RoleNone {
+			next.ServeHTTP(w, r)
+			return
+		}
+		tok, ok := bearer(r.Header.Get("Authorization"))
+		if !ok {
+			c.Unauthenticated.Add(1)
+			a.failures.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn"`)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "this request needs a token (Authorization: Bearer …) of role "+need.String())
+			return
+		}
+		role, err := a.Authenticate(r.Context(), tok)
+		switch {
+		case errors.Is(err, ErrBadToken) || errors.Is(err, ErrNoToken):
+			c.Unauthenticated.Add(1)
+			a.failures.Add(1)
+			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
+			writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown token")
+			return
+		case err != nil:
+			log.Warn("auth: token lookup failed", "err", err)
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked now; retry")
+			return
+		case role < need:
+			c.Forbidden.Add(1)
+			a.failures.Add(1)
+			writeError(w, http.StatusForbidden, "forbidden", "this request needs role "+need.String()+"; the token has "+role.String())
+			return
+		}
+		if r.URL.Path == TokensPath {
+			a.serveCreate(w, r)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// reservedKey reports whether a data request names a system key (its
+// first byte is 0).
+func reservedKey(r *http.Request) bool {
+	if k, ok := strings.CutPrefix(r.URL.Path, "/v1/kv/"); ok {
+		return strings.HasPrefix(k, "\x00")
+	}
+	if r.URL.Path == "/v0/entity" {
+		return strings.HasPrefix(r.URL.Query().Get("id"), "\x00")
+	}
+	return false
+}
+
+// bearer extracts the token of an Authorization header.
+func bearer(h string) (string, bool) {
+	scheme, tok, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// serveCreate answers POST TokensPath?role=R with a new token.
+func (a *Authenticator) serveCreate(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use POST "+TokensPath+"?role=read|write|admin")
+		return
+	}
+	role, err := ParseRole(r.URL.Query().Get("role"))
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_role", "role must be read, write or admin")
+		return
+	}
+	tok, err := a.Create(r.Context(), role)
+	if err != nil {
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be stored now; retry")
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusCreated)
+	_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "role": role.String()})
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "message": msg})
+}
