@@ -153,7 +153,7 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	}
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	d := c.cfg.Map.ForKey(key)
+	d := c.route(key)
 	serializable := opts.Consistency == Serializable || ack < c.majority()
 	req := &wire.Request{Kind: wire.KindRead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	if serializable {
@@ -226,7 +226,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	case CondIfAbsent:
 		cmd.Cond = wire.CondIfAbsent
 	}
-	d := c.cfg.Map.ForKey(key)
+	d := c.route(key)
 	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal(), Decoded: &cmd}
 	resp, err := c.onLeader(ctx, d, req)
 	if err != nil {

@@ -21,6 +21,7 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	}
 	backoff := 5 * time.Millisecond
 	var lastErr error
+	refreshes := 0
 	next := 0 // round-robin over replicas when no leader is known
 	// A write to a shard this node holds a follower of goes to the leader
 	// inside the Raft stream (no request of its own) and is answered when
@@ -79,6 +80,18 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			if resp.Leader != 0 && resp.Leader != target {
 				continue // follow the hint at once
 			}
+		case resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp):
+			// The shard's members changed (a move): retry at once with
+			// its current descriptor.
+			refreshes++
+			lastErr = errors.New(resp.Message)
+			continue
+		case resp.Status == wire.StatusStopping && local != nil && local.Removed():
+			// The local replica was just removed from the shard (a move
+			// took it away): go to the leader over the wire instead.
+			local, viaRaft = nil, false
+			lastErr = errors.New(resp.Message)
+			continue
 		case resp.Status == wire.StatusTimeout && ctx.Err() == nil:
 			// The leader gave up before our deadline (its own deadline is
 			// ours; only clock skew gets here): retry.

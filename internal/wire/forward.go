@@ -10,6 +10,14 @@ const (
 	KindReadLocal    Kind = 3 // serializable read from the receiver's replica
 	KindAppliedIndex Kind = 4 // the receiver replica's applied index
 	KindNodeInfo     Kind = 5 // read-only: the receiver's NodeInfo (no shard)
+	// KindCreateReplica asks the receiver to create an empty learner
+	// replica of ShardID; Command is the shard's descriptor
+	// (shard.Descriptor.Marshal) listing the receiver as a learner.
+	KindCreateReplica Kind = 6
+	// KindMembers asks the receiver, the shard's leader, to run a
+	// membership change of ShardID (a move, an addition, a removal);
+	// Command encodes it (store.MemberChange).
+	KindMembers Kind = 7
 )
 
 // Request is what a coordinator sends to another node.
@@ -73,7 +81,7 @@ func (r *Request) Unmarshal(b []byte) error {
 	if err := rd.done(); err != nil {
 		return err
 	}
-	if r.Kind < KindWrite || r.Kind > KindNodeInfo {
+	if r.Kind < KindWrite || r.Kind > KindMembers {
 		rd.fail("unknown kind")
 	}
 	return rd.err
