@@ -180,10 +180,9 @@ func moveUnderLoad(t *testing.T, c *grpcCluster, caller, from uint64) {
 	// the epoch bumped by each of the three conf changes (learner, enter
 	// joint, leave joint).
 	for _, id := range members {
-		d, _ := c.nodes[id].st.Descriptor(1)
-		if d.HasReplica(from) || !d.IsVoter(4) || len(d.Replicas) != 3 || len(d.Learners) != 0 || d.Epoch != 4 {
-			t.Fatalf("node %d: descriptor %+v after moving %d to 4", id, d, from)
-		}
+		c.waitDesc(id, "the move done", func(d shard.Descriptor) bool {
+			return !d.HasReplica(from) && d.IsVoter(4) && len(d.Replicas) == 3 && len(d.Learners) == 0 && d.Epoch == 4
+		})
 	}
 	// The removed replica goes, with its data; a tombstone refuses what
 	// still comes for it.
