@@ -1,6 +1,8 @@
 package kv
 
 import (
+	"sort"
+
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -44,4 +46,33 @@ func (c *Coordinator) refreshRoute(d *shard.Descriptor, req *wire.Request, resp 
 	*d = nd
 	req.Epoch = nd.Epoch
 	return true
+}
+
+// shardViews is every shard's current descriptor, by shard id: the
+// store's view, falling back on the map for shards it does not know.
+func (c *Coordinator) shardViews() []shard.Descriptor {
+	ds := c.cfg.Store.Descriptors()
+	seen := map[uint64]bool{}
+	for _, d := range ds {
+		seen[d.ID] = true
+	}
+	for _, d := range c.cfg.Map.Shards {
+		if !seen[d.ID] {
+			ds = append(ds, d)
+		}
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
+	return ds
+}
+
+// learnDescriptors records the descriptors another node reported
+// (wire.NodeInfo) where they are newer than this node's view.
+func (c *Coordinator) learnDescriptors(raw [][]byte) {
+	for _, b := range raw {
+		if d, err := shard.UnmarshalDescriptor(b); err == nil {
+			if m, ok := c.cfg.Map.Get(d.ID); ok && m.Start == d.Start && m.End == d.End {
+				c.cfg.Store.LearnDescriptor(d)
+			}
+		}
+	}
 }

@@ -103,16 +103,16 @@ func (s *Store) missingReason(id uint64) int {
 }
 
 // Descriptors returns the node's current view of every shard it knows,
-// sorted by shard id: the descriptor of its local replica where it has
-// one (authoritative: it follows the applied conf changes), else the
-// latest one it saw (the bootstrap map's, one learned from a peer, or the
-// one that removed its replica). Voters are in Replicas, learners in
-// Learners.
+// sorted by shard id: the descriptor of the highest epoch among its local
+// replica's (which follows the conf changes it applies) and the latest
+// one it saw otherwise (the bootstrap map's, one learned from a peer or
+// from the leader that ran a change, or the one that removed its
+// replica). Voters are in Replicas, learners in Learners.
 func (s *Store) Descriptors() []shard.Descriptor {
 	s.mu.RLock()
 	out := make([]shard.Descriptor, 0, len(s.mu.known)+len(s.mu.replicas))
 	for id, d := range s.mu.known {
-		if r := s.mu.replicas[id]; r != nil {
+		if r := s.mu.replicas[id]; r != nil && r.Desc().Epoch >= d.Epoch {
 			d = r.Desc()
 		}
 		out = append(out, d.Clone())
@@ -131,16 +131,15 @@ func (s *Store) Descriptors() []shard.Descriptor {
 func (s *Store) Descriptor(id uint64) (shard.Descriptor, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if r := s.mu.replicas[id]; r != nil {
+	d, ok := s.mu.known[id]
+	if r := s.mu.replicas[id]; r != nil && (!ok || r.Desc().Epoch >= d.Epoch) {
 		return r.Desc(), true
 	}
-	d, ok := s.mu.known[id]
 	return d, ok
 }
 
 // LearnDescriptor records d as the latest view of its shard if its epoch
-// is newer than what the node knew (a local replica's own descriptor
-// always wins). It reports whether d was news.
+// is newer than what the node knew. It reports whether d was news.
 func (s *Store) LearnDescriptor(d shard.Descriptor) bool {
 	if d.ID == 0 || len(d.Replicas) == 0 {
 		return false

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -181,6 +182,9 @@ func (s *Store) remoteChange(ctx context.Context, target uint64, c MemberChange)
 	}
 	switch resp.Status {
 	case wire.StatusOK:
+		if d, err := shard.UnmarshalDescriptor(resp.Value); err == nil && d.ID == c.Shard {
+			s.LearnDescriptor(d)
+		}
 		return nil
 	case wire.StatusNotLeader, wire.StatusNoReplica:
 		return &replica.NotLeaderError{Leader: resp.Leader}
@@ -201,7 +205,11 @@ func (s *Store) HandleMembers(ctx context.Context, req *wire.Request) *wire.Resp
 	var nl *replica.NotLeaderError
 	switch {
 	case err == nil:
-		return &wire.Response{Status: wire.StatusOK}
+		resp := &wire.Response{Status: wire.StatusOK}
+		if d, ok := s.Descriptor(c.Shard); ok {
+			resp.Value = d.Marshal() // the caller learns the result
+		}
+		return resp
 	case errors.As(err, &nl):
 		return &wire.Response{Status: wire.StatusNotLeader, Leader: nl.Leader}
 	case errors.Is(err, ErrBadChange):
@@ -305,6 +313,9 @@ func (s *Store) createRemote(ctx context.Context, to uint64, d shard.Descriptor)
 	}
 	req := &wire.Request{Kind: wire.KindCreateReplica, Sender: s.cfg.NodeID, ShardID: d.ID, Command: d.Marshal()}
 	resp, err := s.tr.Request(ctx, to, req)
+	if errors.Is(err, transport.ErrUnknownPeer) {
+		return fmt.Errorf("%w: node %d is not a known peer", ErrBadChange, to)
+	}
 	if err != nil {
 		return fmt.Errorf("store: create replica of shard %d on node %d: %w", d.ID, to, err)
 	}

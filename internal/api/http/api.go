@@ -122,6 +122,7 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 	mux.Handle("/v1/cluster", a.wrap("v1_cluster", false, a.v1Cluster))
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
 	mux.Handle("/v1/admin/fault", a.wrap("admin", false, a.adminFault))
+	mux.Handle("/v1/admin/shards/", a.wrap("admin", false, a.adminShards))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	a.debugRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
