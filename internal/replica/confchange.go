@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/cairn-db/cairn/internal/raftlog"
@@ -32,18 +33,29 @@ func Create(cfg Config) (*Replica, error) {
 	return Open(cfg, false)
 }
 
+// ErrStaleEpoch: a conf change was decided on a descriptor that is no
+// longer the replica's (another change applied in between).
+var ErrStaleEpoch = errors.New("replica: conf change decided on a stale descriptor")
+
 // ProposeConfChange proposes a membership change of the shard, and
 // returns once raft has taken it into its log (not once it applies: watch
 // DescChanged and Status for that). Only the leader accepts it; others
-// return a *NotLeaderError. Raft itself refuses a change while an earlier
-// one is not applied yet (it logs an empty entry instead), so callers
-// decide each step from the applied configuration and retry.
-func (r *Replica) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeV2) error {
+// return a *NotLeaderError. With atEpoch > 0 it is proposed only if the
+// replica's applied descriptor is still at that epoch (ErrStaleEpoch
+// otherwise): a change decided on one configuration never lands on
+// another. Raft itself refuses a change while an earlier one is not
+// applied yet (it logs an empty entry instead), so callers decide each
+// step from the applied configuration and retry.
+func (r *Replica) ProposeConfChange(ctx context.Context, cc raftpb.ConfChangeV2, atEpoch uint64) error {
 	done := make(chan error, 1)
 	r.report(func(rn *raft.RawNode) {
 		st := rn.BasicStatus()
 		if st.RaftState != raft.StateLeader {
 			done <- &NotLeaderError{Leader: st.Lead}
+			return
+		}
+		if atEpoch != 0 && r.Desc().Epoch != atEpoch {
+			done <- ErrStaleEpoch
 			return
 		}
 		done <- rn.ProposeConfChange(cc)

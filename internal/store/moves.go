@@ -260,6 +260,7 @@ func (s *Store) runChange(ctx context.Context, c MemberChange) error {
 			return &replica.NotLeaderError{Leader: r.Leader()}
 		}
 		changed := r.DescChanged()
+		epoch := r.Desc().Epoch
 		st := r.Status()
 		if st.RaftState != raft.StateLeader {
 			return &replica.NotLeaderError{Leader: st.Lead}
@@ -289,7 +290,8 @@ func (s *Store) runChange(ctx context.Context, c MemberChange) error {
 		}
 		if step.cc != nil {
 			s.cfg.Logger.Info("membership change: proposing", "shard", c.Shard, "change", describeCC(*step.cc))
-			if err := r.ProposeConfChange(ctx, *step.cc); err != nil {
+			err := r.ProposeConfChange(ctx, *step.cc, epoch)
+			if err != nil && !errors.Is(err, replica.ErrStaleEpoch) {
 				return err
 			}
 		}

@@ -125,7 +125,7 @@ func TestMoveResumesFromJointAfterRestart(t *testing.T) {
 	cc := raftpb.ConfChangeV2{Transition: raftpb.ConfChangeTransitionJointExplicit, Changes: []raftpb.ConfChangeSingle{
 		{Type: raftpb.ConfChangeAddNode, NodeID: 4}, {Type: raftpb.ConfChangeRemoveNode, NodeID: from}}}
 	changed := r.DescChanged()
-	if err := r.ProposeConfChange(moveCtx(t), cc); err != nil {
+	if err := r.ProposeConfChange(moveCtx(t), cc, 0); err != nil {
 		t.Fatal(err)
 	}
 	select {

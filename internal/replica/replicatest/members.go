@@ -60,7 +60,7 @@ func (e *Env) ConfChange(id uint64, cc raftpb.ConfChangeV2) error {
 		return err
 	}
 	done := make(chan error, 1)
-	go func() { done <- nd.Replica.ProposeConfChange(context.Background(), cc) }()
+	go func() { done <- nd.Replica.ProposeConfChange(context.Background(), cc, 0) }()
 	synctest.Wait()
 	if _, err := e.ProcessReady(id); err != nil {
 		return err
