@@ -164,8 +164,8 @@ func (c *Coordinator) nodeInfo() *wire.NodeInfo {
 	n := &wire.NodeInfo{HTTPAddr: c.cfg.HTTPAddr}
 	for id, r := range c.cfg.Store.Replicas() {
 		n.Leaders = append(n.Leaders, wire.ShardLeader{ShardID: id, Leader: r.Leader(), Term: r.Term()})
-		n.Descriptors = append(n.Descriptors, r.Desc().Marshal())
 	}
+	n.Descriptors = c.cfg.Store.NodeInfoDescriptors()
 	return n
 }
 

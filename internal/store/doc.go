@@ -36,6 +36,8 @@
 //   - ticker: every TickInterval ticks every replica;
 //   - balancer: every BalanceInterval checks leader placement;
 //   - reaper: removes the replicas that applied their own removal;
+//   - orphans: every OrphanInterval, a replica long without a leader asks
+//     its shard's members whether it was removed while away;
 //   - snapshot senders: one per in-flight snapshot, at most MaxSnapshots;
 //     each streams from an engine snapshot pinned when raft asked for it.
 package store

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -159,5 +160,59 @@ func TestMoveResumesFromJointAfterRestart(t *testing.T) {
 		c.waitDesc(id, "the move done", func(d shard.Descriptor) bool {
 			return !d.HasReplica(from) && d.IsVoter(4) && len(d.Replicas) == 3
 		})
+	}
+}
+
+// A move whose source is down finishes without it; when the source comes
+// back, its replica finds out from the members that it was removed and
+// deletes itself.
+func TestMoveFromDeadNodeThenOrphanRemoved(t *testing.T) {
+	c := newMoveCluster(t, 4)
+	acked := map[string]string{}
+	writeKeys(t, c, "a", 20, acked)
+	lead := c.shardLeader()
+	var from uint64
+	for _, id := range []uint64{1, 2, 3} {
+		if c.nodes[id] != lead {
+			from = id
+			break
+		}
+	}
+	c.stop(from)
+	writeKeys(t, c, "b", 10, acked)
+	if err := lead.st.MoveReplica(moveCtx(t), 1, from, 4); err != nil {
+		t.Fatal(err)
+	}
+	writeKeys(t, c, "c", 10, acked)
+	var members []uint64
+	for _, id := range []uint64{1, 2, 3, 4} {
+		if id != from {
+			members = append(members, id)
+		}
+	}
+	c.checkAll(members, acked)
+	c.start(from, false)
+	old := c.nodes[from]
+	if old.st.Replica(1) == nil {
+		t.Fatal("the source's replica is gone before it could learn anything")
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for old.st.Replica(1) != nil {
+		if time.Now().After(deadline) {
+			t.Fatal("the orphan replica was not removed")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if _, ok := old.st.tombstone(1); !ok {
+		t.Fatal("no tombstone")
+	}
+	ds, de := storage.DataSpan(0, 0)
+	it, err := old.eng.NewIter(ds, de)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	if it.First() {
+		t.Fatalf("node %d still holds key %q", from, it.Key())
 	}
 }

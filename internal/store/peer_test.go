@@ -26,6 +26,10 @@ func (h storeHandler) HandleRequest(ctx context.Context, req *wire.Request) *wir
 	if resp, ok := h.HandleAdmin(ctx, req); ok {
 		return resp
 	}
+	if req.Kind == wire.KindNodeInfo { // as the coordinator answers it
+		info := wire.NodeInfo{Descriptors: h.NodeInfoDescriptors()}
+		return &wire.Response{Status: wire.StatusOK, Value: info.Marshal()}
+	}
 	return &wire.Response{Status: wire.StatusError}
 }
 

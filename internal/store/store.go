@@ -42,6 +42,10 @@ type Config struct {
 	// average (stalled disk, starved CPU) hands leadership to its most
 	// up-to-date follower. Default 300ms; negative disables.
 	SickThreshold time.Duration
+	// OrphanInterval: how often replicas without a leader check whether
+	// their shard removed them while they were away (orphans.go).
+	// Default 10s; negative disables.
+	OrphanInterval time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -67,6 +71,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.SickThreshold == 0 {
 		c.SickThreshold = 300 * time.Millisecond
+	}
+	if c.OrphanInterval == 0 {
+		c.OrphanInterval = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -195,6 +202,9 @@ func (s *Store) Start(campaign bool) {
 	}
 	s.goFunc(s.ticker)
 	s.goFunc(s.reaper)
+	if s.cfg.OrphanInterval > 0 {
+		s.goFunc(s.orphans)
+	}
 	if s.cfg.BalanceInterval > 0 {
 		s.goFunc(s.balancer)
 	}
