@@ -158,7 +158,9 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	req := &wire.Request{Kind: wire.KindRead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	if serializable {
 		req.Kind = wire.KindReadLocal
-		if r := c.cfg.Store.Replica(d.ID); r != nil {
+		// A replica a move created and has not filled yet (applied
+		// index 0) holds nothing to serve.
+		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 {
 			return readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))

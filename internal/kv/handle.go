@@ -40,7 +40,8 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 		return resp // membership changes (store/moves.go)
 	}
 	r := c.cfg.Store.Replica(req.ShardID)
-	if r == nil {
+	if r == nil || req.Kind == wire.KindReadLocal && r.Applied() == 0 {
+		// No replica, or one a move created that holds nothing yet.
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
 	}
 	if resp := c.checkRoute(r, req); resp != nil {

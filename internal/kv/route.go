@@ -30,7 +30,10 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	// A linearizable read there asks the leader for its read index through
 	// Raft and is served by the local replica once it has applied it.
 	local := c.cfg.Store.Replica(d.ID)
-	viaRaft := local != nil && (req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
+	// Not through a learner: one still catching up may take its proposal
+	// in a snapshot, never answering it.
+	viaRaft := local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
+		(req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
 	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
