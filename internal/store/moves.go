@@ -275,10 +275,15 @@ func (s *Store) runChange(ctx context.Context, c MemberChange) error {
 			r.TransferLeadership(step.transfer)
 		case step.create != 0:
 			if time.Since(lastCreate) > 2*time.Second {
+				// The descriptor the replica will have once it is a
+				// learner: the current one if it is already, else the
+				// next (plus it as a learner, epoch + 1).
 				d := r.Desc().Clone()
-				d.Epoch++
-				d.Learners = append(d.Learners, step.create)
-				slices.Sort(d.Learners)
+				if !d.HasReplica(step.create) {
+					d.Epoch++
+					d.Learners = append(d.Learners, step.create)
+					slices.Sort(d.Learners)
+				}
 				if err := s.createRemote(ctx, step.create, d); err != nil {
 					return err
 				}

@@ -26,6 +26,21 @@ func (c *grpcCluster) waitDesc(id uint64, what string, ok func(shard.Descriptor)
 	}
 }
 
+// waitTombstone waits until n's engine holds shard 1's tombstone (the
+// replica leaves the store a moment before its data is deleted).
+func (c *grpcCluster) waitTombstone(n *grpcNode) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, ok := n.st.tombstone(1); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatal("no tombstone")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func moveCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
@@ -203,9 +218,7 @@ func TestMoveFromDeadNodeThenOrphanRemoved(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if _, ok := old.st.tombstone(1); !ok {
-		t.Fatal("no tombstone")
-	}
+	c.waitTombstone(old)
 	ds, de := storage.DataSpan(0, 0)
 	it, err := old.eng.NewIter(ds, de)
 	if err != nil {
