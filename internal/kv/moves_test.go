@@ -93,3 +93,24 @@ func TestMoveUnderLoadThroughCoordinators(t *testing.T) {
 		return fmt.Errorf("cluster view %+v", ci.Shards)
 	})
 }
+
+// A learner shows in /v1/cluster, on a voter's node and on its own, with
+// the epoch it brought, apart from the voters.
+func TestClusterShowsLearners(t *testing.T) {
+	c := newCluster(t, 4, 4, replica.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.nodes[2].st.AddReplica(ctx, 1, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{1, 4} {
+		eventually(t, 10*time.Second, func() error {
+			for _, s := range c.nodes[id].coord.Cluster(ctx5(t)).Shards {
+				if s.ID == 1 && s.Epoch == 2 && slices.Equal(s.Learners, []uint64{4}) && !slices.Contains(s.Replicas, 4) {
+					return nil
+				}
+			}
+			return fmt.Errorf("node %d does not show node 4 as a learner of shard 1", id)
+		})
+	}
+}
