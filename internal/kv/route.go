@@ -121,9 +121,14 @@ func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *w
 		req.DeadlineUnixNano = dl.UnixNano()
 	}
 	var lastErr error
+	refreshes := 0
 	for i := 0; ; i++ {
 		target := d.Replicas[i%len(d.Replicas)]
 		resp, err := c.cfg.Transport.Request(ctx, target, req)
+		if err == nil && resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp) {
+			refreshes++ // the shard's members changed: ask its current ones
+			continue
+		}
 		if err == nil && resp.Status != wire.StatusNoReplica {
 			return resp, nil
 		}
