@@ -136,8 +136,9 @@ type ShardInfo struct {
 	TokenStart string   `json:"token_start"` // hex, inclusive
 	TokenEnd   string   `json:"token_end"`   // hex, exclusive; "10000000000000000" = 2^64
 	Epoch      uint64   `json:"epoch"`
-	Replicas   []uint64 `json:"replicas"`
-	Leader     uint64   `json:"leader"` // 0 when unknown
+	Replicas   []uint64 `json:"replicas"`           // voters
+	Learners   []uint64 `json:"learners,omitempty"` // non-voting replicas
+	Leader     uint64   `json:"leader"`             // 0 when unknown
 	Term       uint64   `json:"term,omitempty"`
 	Applied    uint64   `json:"applied,omitempty"` // local replica's applied index
 	Commit     uint64   `json:"commit,omitempty"`

@@ -19,9 +19,11 @@ var ErrNoReplica = errors.New("kv: this node holds no replica of the shard")
 // call is in it. The replica may be a follower (the read index is asked of
 // the leader inside the Raft stream).
 func (c *Coordinator) Backup(ctx context.Context, id uint64, w io.Writer) error {
-	d, ok := c.cfg.Map.Get(id)
+	d, ok := c.cfg.Store.Descriptor(id)
 	if !ok {
-		return fmt.Errorf("%w: no shard %d", ErrInvalidArgument, id)
+		if d, ok = c.cfg.Map.Get(id); !ok {
+			return fmt.Errorf("%w: no shard %d", ErrInvalidArgument, id)
+		}
 	}
 	r := c.cfg.Store.Replica(id)
 	if r == nil {

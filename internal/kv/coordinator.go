@@ -167,12 +167,14 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	}
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	d := c.cfg.Map.ForKey(key)
+	d := c.route(key)
 	serializable := opts.Consistency == Serializable || ack < c.majority()
 	req := &wire.Request{Kind: wire.KindRead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	if serializable {
 		req.Kind = wire.KindReadLocal
-		if r := c.cfg.Store.Replica(d.ID); r != nil {
+		// A replica a move created and has not filled yet (applied
+		// index 0) holds nothing to serve.
+		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 {
 			return c.readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))
@@ -253,7 +255,7 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 	case CondIfAbsent:
 		cmd.Cond = wire.CondIfAbsent
 	}
-	d := c.cfg.Map.ForKey(key)
+	d := c.route(key)
 	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal(), Decoded: &cmd}
 	resp, err := c.onLeader(ctx, d, req)
 	if err != nil {

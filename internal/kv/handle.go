@@ -47,8 +47,12 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 		}
 		return &wire.Response{Status: wire.StatusOK, Value: res.Marshal()}
 	}
+	if resp, ok := c.cfg.Store.HandleAdmin(ctx, req); ok {
+		return resp // membership changes (store/moves.go)
+	}
 	r := c.cfg.Store.Replica(req.ShardID)
-	if r == nil {
+	if r == nil || req.Kind == wire.KindReadLocal && r.Applied() == 0 {
+		// No replica, or one a move created that holds nothing yet.
 		return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
 	}
 	if resp := c.checkRoute(r, req); resp != nil {
@@ -81,7 +85,11 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 func (c *Coordinator) checkRoute(r *replica.Replica, req *wire.Request) *wire.Response {
 	d := r.Desc()
 	if req.Epoch != 0 && req.Epoch != d.Epoch {
-		return c.refuse("shard %d is at epoch %d, the request names epoch %d", d.ID, d.Epoch, req.Epoch)
+		// The answer carries this replica's descriptor: the coordinator
+		// adopts it and retries (refreshRoute).
+		resp := c.refuse("shard %d is at epoch %d, the request names epoch %d", d.ID, d.Epoch, req.Epoch)
+		resp.Value = d.Marshal()
+		return resp
 	}
 	var key []byte
 	switch req.Kind {
@@ -122,8 +130,8 @@ func truncKey(k []byte) []byte {
 }
 
 func (c *Coordinator) leaderGuessID(shardID uint64) uint64 {
-	d, ok := c.cfg.Map.Get(shardID)
-	if !ok {
+	d := c.descriptor(shardID)
+	if d.ID == 0 {
 		return 0
 	}
 	return c.leaderGuess(d)

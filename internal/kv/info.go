@@ -3,7 +3,6 @@ package kv
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
@@ -51,10 +50,13 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 	}
 	// The leader each shard's replicas name, highest term first.
 	remote := map[uint64]wire.ShardLeader{}
+	for _, v := range views {
+		c.learnDescriptors(v.Descriptors)
+	}
 	for node, v := range views {
 		for _, l := range v.Leaders {
-			d, ok := c.cfg.Map.Get(l.ShardID)
-			if !ok || l.Leader == 0 || !slices.Contains(d.Replicas, node) {
+			d := c.descriptor(l.ShardID)
+			if d.ID == 0 || l.Leader == 0 || !d.HasReplica(node) {
 				continue
 			}
 			if best, ok := remote[l.ShardID]; !ok || l.Term > best.Term {
@@ -77,10 +79,10 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 	}
 	c.mu.Unlock()
 	sort.Slice(ci.Members, func(i, j int) bool { return ci.Members[i].NodeID < ci.Members[j].NodeID })
-	for _, d := range c.cfg.Map.Shards {
+	for _, d := range c.shardViews() {
 		si := ShardInfo{
 			ID: d.ID, TokenStart: fmt.Sprintf("%016x", d.Start), TokenEnd: fmt.Sprintf("%016x", d.End),
-			Epoch: d.Epoch, Replicas: d.Replicas,
+			Epoch: d.Epoch, Replicas: d.Replicas, Learners: d.Learners,
 		}
 		if d.End == 0 {
 			si.TokenEnd = "10000000000000000"
@@ -167,6 +169,7 @@ func (c *Coordinator) nodeInfo() *wire.NodeInfo {
 	for id, r := range c.cfg.Store.Replicas() {
 		n.Leaders = append(n.Leaders, wire.ShardLeader{ShardID: id, Leader: r.Leader(), Term: r.Term()})
 	}
+	n.Descriptors = c.cfg.Store.NodeInfoDescriptors()
 	return n
 }
 

@@ -21,6 +21,7 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	}
 	backoff := 5 * time.Millisecond
 	var lastErr error
+	refreshes := 0
 	next := 0 // round-robin over replicas when no leader is known
 	// A write to a shard this node holds a follower of goes to the leader
 	// inside the Raft stream (no request of its own) and is answered when
@@ -29,7 +30,10 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	// A linearizable read there asks the leader for its read index through
 	// Raft and is served by the local replica once it has applied it.
 	local := c.cfg.Store.Replica(d.ID)
-	viaRaft := local != nil && (req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
+	// Not through a learner: one still catching up may take its proposal
+	// in a snapshot, never answering it.
+	viaRaft := local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
+		(req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
 	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
@@ -79,6 +83,18 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			if resp.Leader != 0 && resp.Leader != target {
 				continue // follow the hint at once
 			}
+		case resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp):
+			// The shard's members changed (a move): retry at once with
+			// its current descriptor.
+			refreshes++
+			lastErr = errors.New(resp.Message)
+			continue
+		case resp.Status == wire.StatusStopping && local != nil && local.Removed():
+			// The local replica was just removed from the shard (a move
+			// took it away): go to the leader over the wire instead.
+			local, viaRaft = nil, false
+			lastErr = errors.New(resp.Message)
+			continue
 		case resp.Status == wire.StatusTimeout && ctx.Err() == nil:
 			// The leader gave up before our deadline (its own deadline is
 			// ours; only clock skew gets here): retry.
@@ -105,9 +121,14 @@ func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *w
 		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	var lastErr error
+	refreshes := 0
 	for i := 0; ; i++ {
 		target := d.Replicas[i%len(d.Replicas)]
 		resp, err := c.cfg.Transport.Request(ctx, target, req)
+		if err == nil && resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp) {
+			refreshes++ // the shard's members changed: ask its current ones
+			continue
+		}
 		if err == nil && resp.Status != wire.StatusNoReplica {
 			return resp, nil
 		}

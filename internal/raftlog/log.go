@@ -292,3 +292,20 @@ func (l *Log) Snapshot() (raftpb.Snapshot, error) {
 	}
 	return l.snap()
 }
+
+// CreateEmpty writes the state of a replica that holds nothing yet: no
+// log, no HardState, an empty conf state. It is a member of no
+// configuration and never campaigns; the leader that added it sends it a
+// snapshot (the leader's log starts after InitIndex, so it has no entries
+// to append from the beginning).
+func CreateEmpty(eng *storage.Engine, shard uint64, extra func(b *storage.Batch)) error {
+	b := eng.NewBatch()
+	b.Set(storage.TruncatedKey(shard), truncState{}.marshal())
+	hsb, _ := (&raftpb.HardState{}).Marshal()
+	b.Set(storage.HardStateKey(shard), hsb)
+	b.Set(storage.AppliedKey(shard), AppliedState{}.Marshal())
+	if extra != nil {
+		extra(b)
+	}
+	return b.Commit(true)
+}

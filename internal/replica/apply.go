@@ -2,6 +2,7 @@ package replica
 
 import (
 	"github.com/cairn-db/cairn/internal/raftlog"
+	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3/raftpb"
 )
@@ -10,6 +11,7 @@ import (
 // unsynced batch that also records the applied state (step 3 of the
 // contract), then resolves their proposals.
 func (r *Replica) applyLocked(ents []raftpb.Entry) {
+	var newDesc *shard.Descriptor
 	rd := r.sm.Begin(func(reqID []byte) bool { return len(r.mu.props[string(reqID)]) > 0 })
 	for i := range ents {
 		e := &ents[i]
@@ -28,8 +30,19 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 			if err := cc.Unmarshal(e.Data); err != nil {
 				panic("replica: bad conf change: " + err.Error())
 			}
+			if err := checkConfChange(r.mu.cs, e.Index, cc); err != nil {
+				// Refused alike by every replica (same entries, same conf
+				// state): raft would panic applying it.
+				r.cfg.Logger.Warn("conf change skipped", "shard", r.id, "index", e.Index, "err", err)
+				continue
+			}
 			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
 			r.log.SetConfState(r.mu.cs)
+			next := nextDescriptor(r.Desc(), r.mu.cs)
+			rd.Set(storage.DescriptorKey(r.id), next.Marshal())
+			newDesc = &next
+			r.cfg.Logger.Info("conf change applied", "shard", r.id, "index", e.Index,
+				"epoch", next.Epoch, "voters", next.Replicas, "learners", next.Learners)
 		}
 	}
 	last := ents[len(ents)-1]
@@ -40,6 +53,10 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 	}
 	r.mu.appliedT = last.Term
 	r.applied.Store(last.Index)
+	if newDesc != nil {
+		r.setDesc(*newDesc)
+		r.noteMembershipLocked()
+	}
 	results := rd.Applied()
 	if c := r.cfg.LeaderApplied; c != nil && len(results) > 0 && r.leader.Load() == r.cfg.NodeID {
 		c.Add(uint64(len(results)))
@@ -64,5 +81,17 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 		} else {
 			r.mu.props[id] = kept
 		}
+	}
+}
+
+// noteMembershipLocked marks the replica removed, once, when its applied
+// conf state no longer lists this node, and tells the store.
+func (r *Replica) noteMembershipLocked() {
+	if len(r.mu.cs.Voters) == 0 || isMember(r.mu.cs, r.cfg.NodeID) || r.removed.Swap(true) {
+		return
+	}
+	r.cfg.Logger.Info("replica removed from its shard", "shard", r.id, "epoch", r.Desc().Epoch)
+	if f := r.cfg.OnRemoved; f != nil {
+		f(r.Desc())
 	}
 }

@@ -34,6 +34,16 @@
 // atomic ingestion (snapshot_recv.go). The protocol is described in
 // package transport.
 //
+// Membership. A replica's descriptor (Desc: voters, learners, epoch)
+// follows its applied conf state: every ConfChangeV2 it applies writes the
+// next descriptor, epoch plus one, in the apply batch (descriptor.go), and
+// snapshots carry it. A conf change raft's changer would refuse (and panic
+// on) is skipped by every replica alike. A replica that applies a
+// configuration without its node reports it once (Config.OnRemoved); the
+// store deletes it. Create makes the empty replica a move adds as a
+// learner; ProposeConfChange proposes a change on the leader, only on the
+// descriptor epoch it was decided on.
+//
 // Peers are not trusted: before raft steps a message, admitLocked drops
 // those naming log positions this replica cannot have (raft would panic
 // on a heartbeat committing beyond its last index); the store has checked

@@ -250,6 +250,16 @@ func (r *Replica) finishLocked(rr *Round) {
 		if err := r.sm.Reset(); err != nil {
 			panic("replica: state machine after snapshot: " + err.Error())
 		}
+		// The snapshot carried the descriptor of its conf state.
+		d, found, err := loadDescriptor(r.cfg.Engine, r.id)
+		if err != nil {
+			panic("replica: descriptor after snapshot: " + err.Error())
+		}
+		if !found {
+			d = nextDescriptor(r.Desc(), md.ConfState)
+		}
+		r.setDesc(d)
+		r.noteMembershipLocked()
 		r.cfg.Logger.Info("applied snapshot", "shard", r.id, "index", md.Index, "bytes", len(rd.Snapshot.Data))
 	}
 

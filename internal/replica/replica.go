@@ -85,6 +85,11 @@ type Config struct {
 	// PendingWrites, if set, counts the proposals waiting for their
 	// answer (shared by all replicas of a node).
 	PendingWrites *atomic.Int64
+	// OnRemoved, if set, is called once when the replica applies a conf
+	// change that removes this node from the shard (with the descriptor
+	// that no longer lists it). It runs on the worker applying the entry,
+	// under the replica's lock: it must only queue the removal.
+	OnRemoved func(d shard.Descriptor)
 }
 
 // EnsureDefaults returns c with its zero tuning fields set to their
@@ -165,6 +170,12 @@ type Replica struct {
 	readyNanos atomic.Int64
 	applied    atomic.Uint64
 	stopped    atomic.Bool
+	// desc is the current descriptor (descriptor.go); descCh is closed
+	// and replaced whenever it changes. removed: a conf change removed
+	// this node from the shard.
+	desc    atomic.Pointer[shard.Descriptor]
+	descCh  atomic.Pointer[chan struct{}]
+	removed atomic.Bool
 	// peer: snapshots in flight and refused messages (snapshot*.go).
 	peer peerState
 
@@ -222,6 +233,22 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, err
 	}
 	r.log = lg
+	d, found, err := loadDescriptor(cfg.Engine, r.id)
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		// A bootstrapped shard (or one from before descriptors were
+		// persisted) starts from the descriptor it is given.
+		d = cfg.Desc.Clone()
+		b := cfg.Engine.NewBatch()
+		b.Set(storage.DescriptorKey(r.id), d.Marshal())
+		if err := b.Commit(true); err != nil {
+			return nil, err
+		}
+	}
+	r.setDesc(d)
+	r.removed.Store(as.Index > 0 && len(as.ConfState.Voters) > 0 && !isMember(as.ConfState, cfg.NodeID))
 	rc := &raft.Config{
 		ID:                        cfg.NodeID,
 		ElectionTick:              cfg.ElectionTick,
@@ -265,8 +292,24 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 // ID is the shard id.
 func (r *Replica) ID() uint64 { return r.id }
 
-// Desc is the shard descriptor the replica was opened with.
-func (r *Replica) Desc() shard.Descriptor { return r.cfg.Desc }
+// Desc is the replica's current shard descriptor (see descriptor.go): the
+// one it was created with until a conf change or a snapshot brings
+// another. Callers must not modify its slices.
+func (r *Replica) Desc() shard.Descriptor { return *r.desc.Load() }
+
+// DescChanged returns a channel closed at the next change of Desc.
+func (r *Replica) DescChanged() <-chan struct{} { return *r.descCh.Load() }
+
+// Removed reports whether a conf change removed this node from the shard.
+func (r *Replica) Removed() bool { return r.removed.Load() }
+
+func (r *Replica) setDesc(d shard.Descriptor) {
+	r.desc.Store(&d)
+	ch := make(chan struct{})
+	if old := r.descCh.Swap(&ch); old != nil {
+		close(*old)
+	}
+}
 
 // Leader is the last known leader (0 = unknown).
 func (r *Replica) Leader() uint64 { return r.leader.Load() }

@@ -51,11 +51,13 @@ func parseSnapHeader(b []byte, kind byte) (uint64, bool) {
 }
 
 // spans returns the Pebble key ranges that make up the shard's replicated
-// state, sorted: its dedup table (shard-local keys) then its data range.
+// state, sorted: its descriptor record and dedup table (shard-local keys)
+// then its data range.
 func (r *Replica) spans() [][2][]byte {
 	ds, de := storage.DataSpan(r.start, r.end)
 	q := storage.DedupPrefix(r.id)
-	sp := [][2][]byte{{q, storage.PrefixEnd(q)}, {ds, de}}
+	dk := storage.DescriptorKey(r.id)
+	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}}
 	sort.Slice(sp, func(i, j int) bool { return bytes.Compare(sp[i][0], sp[j][0]) < 0 })
 	return sp
 }

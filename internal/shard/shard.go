@@ -19,10 +19,16 @@ type Descriptor struct {
 	// Start and End bound the owned token range (End exclusive, 0 = 2^64).
 	Start uint64 `json:"start"`
 	End   uint64 `json:"end"`
-	// Replicas are node ids; Replicas[0] is the preferred leader.
+	// Replicas are the voters' node ids; Replicas[0] is the preferred
+	// leader. In a joint configuration (the middle of a move) it lists
+	// the incoming voters first, then the outgoing ones.
 	Replicas []uint64 `json:"replicas"`
-	// Epoch grows whenever the descriptor changes (split, move), so a stale
-	// routing decision can be detected.
+	// Learners are node ids holding a non-voting replica (a replica being
+	// added by a move, or a read replica), sorted.
+	Learners []uint64 `json:"learners,omitempty"`
+	// Epoch grows whenever the descriptor changes (every membership
+	// change of the shard: learner added, promotion, removal; splits
+	// later), so a stale routing decision can be detected.
 	Epoch uint64 `json:"epoch"`
 }
 
@@ -31,14 +37,39 @@ func (d Descriptor) Contains(t uint64) bool {
 	return t >= d.Start && (d.End == 0 || t < d.End)
 }
 
-// HasReplica reports whether node holds a replica of the shard.
+// HasReplica reports whether node holds a replica of the shard, voter or
+// learner.
 func (d Descriptor) HasReplica(node uint64) bool {
+	return d.IsVoter(node) || d.IsLearner(node)
+}
+
+// IsVoter reports whether node holds a voting replica of the shard.
+func (d Descriptor) IsVoter(node uint64) bool {
 	for _, r := range d.Replicas {
 		if r == node {
 			return true
 		}
 	}
 	return false
+}
+
+// IsLearner reports whether node holds a learner (non-voting) replica.
+func (d Descriptor) IsLearner(node uint64) bool {
+	for _, r := range d.Learners {
+		if r == node {
+			return true
+		}
+	}
+	return false
+}
+
+// Clone returns a copy of d sharing no slice with it.
+func (d Descriptor) Clone() Descriptor {
+	d.Replicas = append([]uint64(nil), d.Replicas...)
+	if d.Learners != nil {
+		d.Learners = append([]uint64(nil), d.Learners...)
+	}
+	return d
 }
 
 // Map is the set of shards, sorted by Start, covering the whole ring.

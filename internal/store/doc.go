@@ -7,16 +7,37 @@
 //
 // Every message from a peer is checked against the shard descriptors
 // before it reaches a replica (validate.go): a message for a shard this
-// node does not hold, from a node that is not a replica of the shard, not
-// addressed to this node, of a type no peer sends, with terms or indexes
-// out of bounds, entries out of sequence, conf changes (Cairn makes none
-// yet), a conf state raft cannot restore, or a forwarded proposal writing
-// a key outside the shard, is dropped and counted by reason (Dropped).
+// node does not hold (or whose replica was removed: a tombstone), from a
+// node that is not a replica of the shard (voter or learner, per the
+// local replica's current descriptor), not addressed to this node, of a
+// type no peer sends, with terms or indexes out of bounds, entries out of
+// sequence, a conf change entry that is not a well-formed ConfChangeV2
+// (V1 entries, undecodable ones, node 0, unknown change types or
+// transitions; a well-formed one that does not fit the configuration is
+// skipped at apply time by every replica alike), a conf state raft
+// cannot restore (joint ones are fine), a conf change proposed by a peer,
+// or a forwarded proposal writing a key outside the shard, is dropped and
+// counted by reason (Dropped).
+//
+// Membership (descriptors.go, moves.go). The store keeps the live
+// descriptor of every shard: its local replica's, which follows the conf
+// changes it applies (the epoch grows by one with each), or the latest it
+// learned. MoveReplica, AddReplica and RemoveReplica run on the shard's
+// leader (forwarded there with wire.KindMembers), one step at a time,
+// each decided from the applied configuration (nextStep), so an
+// interrupted change resumes where it stopped. The destination of an
+// addition first gets an empty replica (wire.KindCreateReplica). A
+// replica that applies its own removal is stopped, taken out of the
+// store, and its data and shard-local state deleted under a tombstone
+// (the reaper).
 //
 // Goroutines (all started by Start, stopped by Stop):
 //   - Workers × worker: pops a shard id, runs its replica's Process;
 //   - ticker: every TickInterval ticks every replica;
 //   - balancer: every BalanceInterval checks leader placement;
+//   - reaper: removes the replicas that applied their own removal;
+//   - orphans: every OrphanInterval, a replica long without a leader asks
+//     its shard's members whether it was removed while away;
 //   - snapshot senders: one per in-flight snapshot, at most MaxSnapshots;
 //     each streams from an engine snapshot pinned when raft asked for it.
 package store

@@ -19,9 +19,9 @@ import (
 func (s *Store) HandleRaft(envs []transport.Envelope) {
 	for i := range envs {
 		e := &envs[i]
-		r := s.replicas[e.ShardID]
+		r := s.replica(e.ShardID)
 		if r == nil {
-			s.drop(DropUnknownShard, e)
+			s.drop(s.missingReason(e.ShardID), e)
 			continue
 		}
 		if why := checkMessage(r.Desc(), s.cfg.NodeID, &e.Msg, false); why >= 0 {
@@ -36,10 +36,11 @@ func (s *Store) HandleRaft(envs []transport.Envelope) {
 // same checks as HandleRaft; the replica spills the data to disk as it
 // arrives and installs it atomically (replica.ReceiveSnapshot).
 func (s *Store) HandleSnapshot(ctx context.Context, env transport.Envelope, next func() ([]byte, error)) error {
-	r := s.replicas[env.ShardID]
+	r := s.replica(env.ShardID)
 	if r == nil {
-		s.drop(DropUnknownShard, &env)
-		return fmt.Errorf("%w: shard %d", ErrDropped, env.ShardID)
+		why := s.missingReason(env.ShardID)
+		s.drop(why, &env)
+		return fmt.Errorf("%w: shard %d: %s", ErrDropped, env.ShardID, DropReasons[why])
 	}
 	if why := checkMessage(r.Desc(), s.cfg.NodeID, &env.Msg, true); why >= 0 {
 		s.drop(why, &env)
@@ -71,7 +72,7 @@ func (s *Store) Dropped() [numDrops]uint64 {
 	for i := range out {
 		out[i] = s.drops[i].Load()
 	}
-	for _, r := range s.replicas {
+	for _, r := range s.replicaList() {
 		out[DropImpossible] += r.DroppedMessages()
 	}
 	return out
@@ -82,7 +83,10 @@ func (s *Store) Dropped() [numDrops]uint64 {
 // MaxSnapshots at once), outside every lock; raft learns the outcome
 // through ReportSnapshot.
 func (s *Store) sendSnapshot(shardID uint64, m raftpb.Message) {
-	r := s.replicas[shardID]
+	r := s.replica(shardID)
+	if r == nil {
+		return
+	}
 	src, err := r.OpenSnapshot(m, s.cfg.SnapshotChunk)
 	if err != nil {
 		s.cfg.Logger.Warn("snapshot not sent", "shard", shardID, "to", m.To, "err", err)

@@ -22,7 +22,14 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 type storeHandler struct{ *Store }
 
-func (storeHandler) HandleRequest(context.Context, *wire.Request) *wire.Response {
+func (h storeHandler) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
+	if resp, ok := h.HandleAdmin(ctx, req); ok {
+		return resp
+	}
+	if req.Kind == wire.KindNodeInfo { // as the coordinator answers it
+		info := wire.NodeInfo{Descriptors: h.NodeInfoDescriptors()}
+		return &wire.Response{Status: wire.StatusOK, Value: info.Marshal()}
+	}
 	return &wire.Response{Status: wire.StatusError}
 }
 
@@ -120,6 +127,12 @@ func TestForgedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 		return (&wire.Command{RequestID: []byte("r"), Op: wire.OpPut, Key: k, Value: []byte("v")}).Marshal()
 	}
 	cc, _ := (&raftpb.ConfChange{Type: raftpb.ConfChangeRemoveNode, NodeID: 1}).Marshal()
+	ccZero, _ := (&raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeAddNode}}}).Marshal()
+	ccType, _ := (&raftpb.ConfChangeV2{Changes: []raftpb.ConfChangeSingle{{Type: raftpb.ConfChangeUpdateNode, NodeID: 2}}}).Marshal()
+	confEntry := func(typ raftpb.EntryType, data []byte) raftpb.Message {
+		return raftpb.Message{Type: raftpb.MsgApp, From: 2, To: 1, Term: 6, Index: 5, LogTerm: 5,
+			Entries: []raftpb.Entry{{Index: 6, Term: 6, Type: typ, Data: data}}}
+	}
 	cases := []struct {
 		name  string
 		shard uint64
@@ -138,8 +151,14 @@ func TestForgedPeerMessagesAreDroppedAndCounted(t *testing.T) {
 				ConfState: raftpb.ConfState{Voters: []uint64{1, 2, 3}}}}}, DropMalformed},
 		{"entries out of sequence", 1, raftpb.Message{Type: raftpb.MsgApp, From: 2, To: 1, Term: 6, Index: 5, LogTerm: 5,
 			Entries: []raftpb.Entry{{Index: 3, Term: 6}}}, DropMalformed},
-		{"conf change", 1, raftpb.Message{Type: raftpb.MsgApp, From: 2, To: 1, Term: 6, Index: 5, LogTerm: 5,
-			Entries: []raftpb.Entry{{Index: 6, Term: 6, Type: raftpb.EntryConfChange, Data: cc}}}, DropMalformed},
+		// Membership changes travel as ConfChangeV2 entries only; a V1 one
+		// or a malformed V2 one is refused.
+		{"v1 conf change", 1, confEntry(raftpb.EntryConfChange, cc), DropMalformed},
+		{"conf change that does not decode", 1, confEntry(raftpb.EntryConfChangeV2, []byte{0xff, 0xff}), DropMalformed},
+		{"conf change naming node 0", 1, confEntry(raftpb.EntryConfChangeV2, ccZero), DropMalformed},
+		{"conf change of an unknown type", 1, confEntry(raftpb.EntryConfChangeV2, ccType), DropMalformed},
+		{"conf change proposed by a peer", 1, raftpb.Message{Type: raftpb.MsgProp, From: 2, To: 1,
+			Entries: []raftpb.Entry{{Type: raftpb.EntryConfChangeV2, Data: ccZero}}}, DropMalformed},
 		{"empty proposal", 1, raftpb.Message{Type: raftpb.MsgProp, From: 2, To: 1}, DropMalformed},
 		{"read index without context", 1, raftpb.Message{Type: raftpb.MsgReadIndex, From: 2, To: 1}, DropMalformed},
 		{"proposal outside the shard", 1, raftpb.Message{Type: raftpb.MsgProp, From: 2, To: 1,
@@ -211,7 +230,7 @@ func TestForgedSnapshotsAreRefused(t *testing.T) {
 		{"without this node", snap(2, raftpb.ConfState{Voters: []uint64{2, 3}}), DropMalformed},
 		{"unknown node in the conf state", snap(2, raftpb.ConfState{Voters: []uint64{1, 2, 7}}), DropMalformed},
 		{"voter and learner at once", snap(2, raftpb.ConfState{Voters: []uint64{1, 2}, Learners: []uint64{2}}), DropMalformed},
-		{"joint configuration", snap(2, raftpb.ConfState{Voters: []uint64{1, 2}, VotersOutgoing: []uint64{2, 3}}), DropMalformed},
+		{"auto leave outside a joint configuration", snap(2, raftpb.ConfState{Voters: []uint64{1, 2}, AutoLeave: true}), DropMalformed},
 	}
 	want := st.Dropped()
 	for _, c := range cases {

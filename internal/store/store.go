@@ -42,6 +42,10 @@ type Config struct {
 	// average (stalled disk, starved CPU) hands leadership to its most
 	// up-to-date follower. Default 300ms; negative disables.
 	SickThreshold time.Duration
+	// OrphanInterval: how often replicas without a leader check whether
+	// their shard removed them while they were away (orphans.go).
+	// Default 10s; negative disables.
+	OrphanInterval time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -68,6 +72,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.SickThreshold == 0 {
 		c.SickThreshold = 300 * time.Millisecond
 	}
+	if c.OrphanInterval == 0 {
+		c.OrphanInterval = 10 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -93,11 +100,29 @@ func (c Config) Validate() error {
 
 // Store is all replicas of one node.
 type Store struct {
-	cfg      Config
-	tr       transport.Transport
-	replicas map[uint64]*replica.Replica
-	sched    *sched
-	snapSem  chan struct{}
+	cfg   Config
+	tr    transport.Transport
+	sched *sched
+	// mu guards the set of local replicas and what the node knows of the
+	// shards it holds no replica of (descriptors.go).
+	mu struct {
+		sync.RWMutex
+		replicas map[uint64]*replica.Replica
+		// known: the latest descriptor seen of every shard (the bootstrap
+		// map's, then newer ones), used when no local replica has one.
+		known map[uint64]shard.Descriptor
+		// tombs: shards whose local replica was removed, with the epoch
+		// of the descriptor that removed it.
+		tombs map[uint64]uint64
+	}
+	// removals: replicas that applied their own removal, waiting for the
+	// reaper (descriptors.go).
+	removals struct {
+		sync.Mutex
+		queue []shard.Descriptor
+		wake  chan struct{}
+	}
+	snapSem chan struct{}
 	// moved and refused are owned by the balancer goroutine: when
 	// leadership handed to a preferred node comes straight back, that node
 	// gave it away as sick and is not offered it again for a minute.
@@ -120,33 +145,48 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Store{cfg: cfg, replicas: map[uint64]*replica.Replica{}, snapSem: make(chan struct{}, cfg.MaxSnapshots),
+	s := &Store{cfg: cfg, snapSem: make(chan struct{}, cfg.MaxSnapshots),
 		moved: map[uint64]time.Time{}, refused: map[uint64]time.Time{}}
+	s.mu.replicas = map[uint64]*replica.Replica{}
+	s.mu.known = map[uint64]shard.Descriptor{}
+	s.mu.tombs = map[uint64]uint64{}
+	s.removals.wake = make(chan struct{}, 1)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	var ids []uint64
-	for _, d := range cfg.Map.Shards {
-		if d.HasReplica(cfg.NodeID) {
-			ids = append(ids, d.ID)
-		}
-	}
-	s.sched = newSched(ids)
-	for _, d := range cfg.Map.Shards {
-		if !d.HasReplica(cfg.NodeID) {
-			continue
-		}
-		rc := cfg.Replica
-		rc.NodeID, rc.Desc, rc.Engine = cfg.NodeID, d, cfg.Engine
-		rc.Send, rc.Enqueue = s.send, s.sched.enqueue
-		rc.ElectionTick, rc.HeartbeatTick = cfg.ElectionTick, cfg.HeartbeatTick
-		rc.Logger = cfg.Logger
-		rc.LeaderApplied = &s.leaderApplied
-		r, err := replica.Open(rc, bootstrap)
-		if err != nil {
-			return nil, fmt.Errorf("store: %w", err)
-		}
-		s.replicas[d.ID] = r
+	s.sched = newSched(nil)
+	if err := s.openReplicas(bootstrap); err != nil {
+		return nil, err
 	}
 	return s, nil
+}
+
+// replicaConfig is the configuration of the local replica of d.
+func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
+	rc := s.cfg.Replica
+	rc.NodeID, rc.Desc, rc.Engine = s.cfg.NodeID, d, s.cfg.Engine
+	rc.Send, rc.Enqueue = s.send, s.sched.enqueue
+	rc.ElectionTick, rc.HeartbeatTick = s.cfg.ElectionTick, s.cfg.HeartbeatTick
+	rc.Logger = s.cfg.Logger
+	rc.LeaderApplied = &s.leaderApplied
+	rc.OnRemoved = s.queueRemoval
+	return rc
+}
+
+// replica returns the local replica of a shard, or nil.
+func (s *Store) replica(id uint64) *replica.Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.mu.replicas[id]
+}
+
+// replicaList returns the local replicas (a copy of the set).
+func (s *Store) replicaList() []*replica.Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make([]*replica.Replica, 0, len(s.mu.replicas))
+	for _, r := range s.mu.replicas {
+		out = append(out, r)
+	}
+	return out
 }
 
 // SetTransport must be called before Start.
@@ -161,6 +201,10 @@ func (s *Store) Start(campaign bool) {
 		s.goFunc(s.worker)
 	}
 	s.goFunc(s.ticker)
+	s.goFunc(s.reaper)
+	if s.cfg.OrphanInterval > 0 {
+		s.goFunc(s.orphans)
+	}
 	if s.cfg.BalanceInterval > 0 {
 		s.goFunc(s.balancer)
 	}
@@ -168,7 +212,7 @@ func (s *Store) Start(campaign bool) {
 		s.goFunc(s.health)
 	}
 	if campaign {
-		for _, r := range s.replicas {
+		for _, r := range s.replicaList() {
 			if d := r.Desc(); len(d.Replicas) > 0 && d.Replicas[0] == s.cfg.NodeID {
 				r.Campaign()
 			}
@@ -185,7 +229,7 @@ func (s *Store) goFunc(f func()) {
 func (s *Store) Stop() {
 	s.cancel()
 	s.wg.Wait()
-	for _, r := range s.replicas {
+	for _, r := range s.replicaList() {
 		r.Stop()
 	}
 }
@@ -195,10 +239,19 @@ func (s *Store) Stop() {
 func (s *Store) LeaderApplied() uint64 { return s.leaderApplied.Load() }
 
 // Replica returns the local replica of a shard, or nil.
-func (s *Store) Replica(id uint64) *replica.Replica { return s.replicas[id] }
+func (s *Store) Replica(id uint64) *replica.Replica { return s.replica(id) }
 
-// Replicas returns every local replica.
-func (s *Store) Replicas() map[uint64]*replica.Replica { return s.replicas }
+// Replicas returns every local replica (a copy of the set: replicas come
+// and go with moves).
+func (s *Store) Replicas() map[uint64]*replica.Replica {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := make(map[uint64]*replica.Replica, len(s.mu.replicas))
+	for id, r := range s.mu.replicas {
+		out[id] = r
+	}
+	return out
+}
 
 // NodeID is the local node's id.
 func (s *Store) NodeID() uint64 { return s.cfg.NodeID }
@@ -233,8 +286,10 @@ func (s *Store) worker() {
 		rounds, owners = rounds[:0], owners[:0]
 		sync := false
 		for _, id := range ids {
-			s.sched.begin(id)
-			r := s.replicas[id]
+			r := s.replica(id)
+			if !s.sched.begin(id) || r == nil {
+				continue
+			}
 			if rr, sy := r.Stage(b); rr != nil {
 				rounds, owners = append(rounds, rr), append(owners, r)
 				sync = sync || sy
@@ -263,7 +318,7 @@ func (s *Store) ticker() {
 	for {
 		select {
 		case <-t.C:
-			for _, r := range s.replicas {
+			for _, r := range s.replicaList() {
 				r.Tick()
 			}
 		case <-s.ctx.Done():
@@ -302,7 +357,7 @@ func (s *Store) Unreachable(to uint64, shardIDs []uint64) {
 			continue
 		}
 		seen[id] = true
-		if r := s.replicas[id]; r != nil {
+		if r := s.replica(id); r != nil {
 			r.ReportUnreachable(to)
 		}
 	}
@@ -320,7 +375,7 @@ func (s *Store) balancer() {
 			return
 		}
 		now := time.Now()
-		for _, r := range s.replicas {
+		for _, r := range s.replicaList() {
 			d := r.Desc()
 			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID {
 				continue
@@ -374,7 +429,7 @@ func (s *Store) health() {
 			}
 		}
 		starved := n >= len(late) && lateCount >= 3
-		for _, r := range s.replicas {
+		for _, r := range s.replicaList() {
 			if !r.IsLeader() || (!starved && r.ReadyLatency() < s.cfg.SickThreshold) {
 				continue
 			}

@@ -26,11 +26,15 @@ const (
 	// DropImpossible: a heartbeat or acknowledgement naming a log
 	// position the replica cannot have (counted by the replicas).
 	DropImpossible
+	// DropRemoved: the message is for a shard whose local replica was
+	// removed by a conf change (a tombstone remains): late messages of
+	// the shard never recreate it.
+	DropRemoved
 	numDrops
 )
 
 // DropReasons names the reasons, indexed as above (metric labels).
-var DropReasons = [numDrops]string{"unknown_shard", "not_replica", "malformed", "key_out_of_range", "impossible_index"}
+var DropReasons = [numDrops]string{"unknown_shard", "not_replica", "malformed", "key_out_of_range", "impossible_index", "removed_replica"}
 
 // Bounds on what a message may carry. Terms count elections: 2^48 of them
 // are never reached, while a term near 2^64 would overflow. Indexes count
@@ -112,9 +116,12 @@ func checkMessage(d shard.Descriptor, self uint64, m *raftpb.Message, viaSnapsho
 			if e.Index != m.Index+1+uint64(i) || e.Term < prev || e.Term > m.Term {
 				return DropMalformed
 			}
-			// Cairn makes no membership changes yet: a conf change entry
-			// is forged, and a malformed one would panic when applied.
-			if e.Type != raftpb.EntryNormal {
+			// Cairn makes its membership changes with ConfChangeV2
+			// entries only; one that does not decode, or names node 0 or
+			// an unknown change type, would panic when applied. (Whether
+			// it fits the configuration it will apply to is checked at
+			// apply time, by every replica alike.)
+			if e.Type != raftpb.EntryNormal && !wellFormedConfChange(e) {
 				return DropMalformed
 			}
 			prev = e.Term
@@ -144,8 +151,9 @@ func validSnapshot(d shard.Descriptor, self uint64, m *raftpb.Message) bool {
 		return false
 	}
 	cs := md.ConfState
-	// Cairn makes no membership changes yet, so no joint configuration.
-	if len(cs.VotersOutgoing) > 0 || len(cs.LearnersNext) > 0 || cs.AutoLeave {
+	// A joint configuration (a move in progress) is fine; auto leave
+	// only means something in one.
+	if cs.AutoLeave && len(cs.VotersOutgoing) == 0 {
 		return false
 	}
 	member := false
@@ -188,3 +196,34 @@ func keysInside(d shard.Descriptor, data []byte) bool {
 	}
 	return true
 }
+
+// wellFormedConfChange reports whether e is a ConfChangeV2 entry that
+// decodes, with a known transition and changes that each add a voter,
+// add a learner or remove a node other than 0.
+func wellFormedConfChange(e *raftpb.Entry) bool {
+	if e.Type != raftpb.EntryConfChangeV2 {
+		return false
+	}
+	var cc raftpb.ConfChangeV2
+	if err := cc.Unmarshal(e.Data); err != nil || cc.Transition > raftpb.ConfChangeTransitionJointExplicit {
+		return false
+	}
+	if len(cc.Changes) > maxConfChanges {
+		return false
+	}
+	for _, c := range cc.Changes {
+		switch c.Type {
+		case raftpb.ConfChangeAddNode, raftpb.ConfChangeRemoveNode, raftpb.ConfChangeAddLearnerNode:
+		default:
+			return false
+		}
+		if c.NodeID == 0 {
+			return false
+		}
+	}
+	// A leave-joint carries no changes and no transition.
+	return len(cc.Changes) > 0 || cc.Transition == raftpb.ConfChangeTransitionAuto
+}
+
+// maxConfChanges bounds the changes one conf change entry may carry.
+const maxConfChanges = 16

@@ -18,6 +18,14 @@ const (
 	// its value; Index 1 asks for a linearizable read (KindRead's path),
 	// 0 for a serializable one.
 	KindHead Kind = 7
+	// KindCreateReplica asks the receiver to create an empty learner
+	// replica of ShardID; Command is the shard's descriptor
+	// (shard.Descriptor.Marshal) listing the receiver as a learner.
+	KindCreateReplica Kind = 8
+	// KindMembers asks the receiver, the shard's leader, to run a
+	// membership change of ShardID (a move, an addition, a removal);
+	// Command encodes it (store.MemberChange).
+	KindMembers Kind = 9
 )
 
 // Request is what a coordinator sends to another node.
@@ -81,7 +89,7 @@ func (r *Request) Unmarshal(b []byte) error {
 	if err := rd.done(); err != nil {
 		return err
 	}
-	if r.Kind < KindWrite || r.Kind > KindHead {
+	if r.Kind < KindWrite || r.Kind > KindMembers {
 		rd.fail("unknown kind")
 	}
 	return rd.err

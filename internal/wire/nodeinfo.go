@@ -7,6 +7,10 @@ package wire
 type NodeInfo struct {
 	HTTPAddr string
 	Leaders  []ShardLeader
+	// Descriptors are the node's current shard descriptors (each
+	// shard.Descriptor.Marshal), so that nodes holding no replica of a
+	// shard learn its members and epoch. Optional: older nodes send none.
+	Descriptors [][]byte
 }
 
 // ShardLeader is one replica's view of its shard's leader.
@@ -29,6 +33,12 @@ func (n *NodeInfo) Marshal() []byte {
 		w.u64(l.Leader)
 		w.u64(l.Term)
 	}
+	if len(n.Descriptors) > 0 {
+		w.u64(uint64(len(n.Descriptors)))
+		for _, d := range n.Descriptors {
+			w.bytes(d)
+		}
+	}
 	return w.b
 }
 
@@ -44,6 +54,18 @@ func (n *NodeInfo) Unmarshal(b []byte) error {
 	n.Leaders = make([]ShardLeader, 0, count)
 	for i := uint64(0); i < count && rd.err == nil; i++ {
 		n.Leaders = append(n.Leaders, ShardLeader{ShardID: rd.u64(), Leader: rd.u64(), Term: rd.u64()})
+	}
+	n.Descriptors = nil
+	if rd.err == nil && len(rd.b) > 0 {
+		// The optional descriptor section: a count (never 0), then each.
+		count := rd.u64()
+		if count == 0 || count > maxNodeInfoShards || count > uint64(len(b)) {
+			rd.fail("node info descriptor count")
+			return rd.err
+		}
+		for i := uint64(0); i < count && rd.err == nil; i++ {
+			n.Descriptors = append(n.Descriptors, rd.bytes())
+		}
 	}
 	return rd.done()
 }

@@ -18,6 +18,10 @@ func TestNodeInfoRoundTrip(t *testing.T) {
 			t.Errorf("Unmarshal(%x): %v, want ErrMalformed", bad, err)
 		}
 	}
+	in.Descriptors = [][]byte{{1, 2, 3}, {4}}
+	if err := out.Unmarshal(in.Marshal()); err != nil || !reflect.DeepEqual(in, out) {
+		t.Fatalf("with descriptors: %+v %v, want %+v", out, err, in)
+	}
 	req := Request{Kind: KindNodeInfo, Sender: 3}
 	var got Request
 	if err := got.Unmarshal(req.Marshal()); err != nil || got.Kind != KindNodeInfo {

@@ -67,6 +67,8 @@ var routes = []struct {
 	{"/v1/index/email_bin/a@example.com", map[string]Role{"GET": RoleRead, "HEAD": RoleRead}},
 	{"/v1/admin/backup/shards/", nil},
 	{"/v1/admin/backup/shards/1", nil},
+	{"/v1/admin/shards/", nil},
+	{"/v1/admin/shards/3/move", nil},
 	{"/v1/admin/hashes", nil},
 	{"/v1/admin/fault", nil},
 	{TokensPath, nil},

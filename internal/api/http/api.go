@@ -128,6 +128,7 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
 	mux.Handle("/v1/admin/fault", a.wrap("admin", false, a.adminFault))
 	mux.Handle("/v1/admin/backup/shards/", a.wrap("admin_backup", false, a.adminBackup))
+	mux.Handle("/v1/admin/shards/", a.wrap("admin", false, a.adminShards))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	a.debugRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -296,6 +296,23 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		})
 	case "check-consistency":
 		return e.checkConsistency()
+	case "add-node":
+		ids := a.nodes()
+		if len(ids) != 1 {
+			return fmt.Errorf("%w: add-node <id>", ErrBadCommand)
+		}
+		return e.AddNode(ids[0])
+	case "conf-change":
+		cc, err := parseConfChange(a)
+		if err != nil {
+			return err
+		}
+		return e.eachNode(a, false, func(nd *Node) error { return e.ConfChange(nd.ID, cc) })
+	case "desc":
+		return e.eachNode(a, true, func(nd *Node) error {
+			e.printf("%s", nd.descLine())
+			return nil
+		})
 	}
 	return fmt.Errorf("%w: unknown command %q", ErrBadCommand, td.Cmd)
 }

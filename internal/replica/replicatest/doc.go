@@ -94,6 +94,13 @@
 //	dedup [n...]               the shard clock and the dedup groups per
 //	                           bucket (bucket:groups)
 //	staging [n...]             files in the engine's snapshot staging folder
+//	add-node <n>               a new node holding an empty learner replica
+//	                           (what a move creates on its destination)
+//	conf-change <n> [add-learner=4] [add=4] [remove=3] [joint[=explicit]]
+//	    [leave]                propose a ConfChangeV2 at n (joint: auto
+//	                           leave, joint=explicit: left by `leave`)
+//	desc [n...]                each node's descriptor: epoch, voters,
+//	                           learners, joint, removed
 //
 // Output: each round prints "nN ready: persist [sync]", the messages it
 // sends, the node's state line when it changed, and the operations it

@@ -64,6 +64,23 @@ type stagedRound struct {
 // open opens the node's engine (creating its filesystem if new) and its
 // replica.
 func (nd *Node) open(bootstrap bool) error {
+	if err := nd.openEngine(); err != nil {
+		return err
+	}
+	r, err := replica.Open(nd.env.replicaConfig(nd), bootstrap)
+	if err != nil {
+		nd.Engine.Close()
+		return fmt.Errorf("replicatest: open node %d: %w", nd.ID, err)
+	}
+	nd.Replica = r
+	nd.last = ""
+	nd.dropped = 0
+	return nil
+}
+
+// openEngine opens the node's engine (creating its filesystem if new)
+// and counts a new incarnation.
+func (nd *Node) openEngine() error {
 	if nd.fs == nil {
 		nd.fs = storage.NewCrashableFS()
 	}
@@ -73,12 +90,6 @@ func (nd *Node) open(bootstrap bool) error {
 	}
 	nd.Engine = eng
 	nd.gen++
-	r, err := replica.Open(nd.env.replicaConfig(nd), bootstrap)
-	if err != nil {
-		eng.Close()
-		return fmt.Errorf("replicatest: open node %d: %w", nd.ID, err)
-	}
-	nd.Replica = r
 	nd.last = ""
 	nd.dropped = 0
 	return nil

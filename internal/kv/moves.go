@@ -1,0 +1,36 @@
+package kv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/store"
+	"github.com/cairn-db/cairn/internal/transport"
+)
+
+// MoveReplica replaces node from by node to in the shard (see
+// store.Store.MoveReplica: learner, catch-up, one joint step) and returns
+// the shard's descriptor afterwards. Any node may be asked: the store
+// forwards to the shard's leader. Errors: ErrInvalidArgument (unknown
+// shard or node, a change that cannot be made), ErrTimeout (ctx ended
+// first; the move may be half done, and asking again finishes it).
+func (c *Coordinator) MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error) {
+	if _, ok := c.cfg.Map.Get(shardID); !ok {
+		return shard.Descriptor{}, fmt.Errorf("%w: no shard %d", ErrInvalidArgument, shardID)
+	}
+	if from == 0 || to == 0 || from == to {
+		return shard.Descriptor{}, fmt.Errorf("%w: move from node %d to node %d", ErrInvalidArgument, from, to)
+	}
+	err := c.cfg.Store.MoveReplica(ctx, shardID, from, to)
+	switch {
+	case err == nil:
+		return c.descriptor(shardID), nil
+	case errors.Is(err, store.ErrBadChange), errors.Is(err, transport.ErrUnknownPeer):
+		return shard.Descriptor{}, fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	case errors.Is(err, store.ErrNoLeader), errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return shard.Descriptor{}, fmt.Errorf("%w: %v", ErrTimeout, err)
+	}
+	return shard.Descriptor{}, err
+}

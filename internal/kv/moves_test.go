@@ -1,0 +1,116 @@
+package kv_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/replica"
+)
+
+// A replica move under writes sent to every node's coordinator: no write
+// fails (requests routed with the old descriptor are re-routed), every
+// acknowledged write reads back from every node afterwards, and
+// /v1/cluster on the node that lost its replica shows the new members and
+// epoch.
+func TestMoveUnderLoadThroughCoordinators(t *testing.T) {
+	c := newCluster(t, 4, 4, replica.Config{})
+	for _, id := range []uint64{1, 2, 3} {
+		if c.nodes[id].st.Replica(1) == nil {
+			t.Fatalf("node %d holds no replica of shard 1", id)
+		}
+	}
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var failures []error
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := uint64(1); w <= 4; w++ {
+		wg.Add(1)
+		go func(w uint64) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				k := keyOf(c.m, 1, fmt.Sprintf("w%d-%d-", w, i))
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, _, err := c.nodes[w].coord.Put(ctx, k, k, kv.WriteOptions{})
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					acked[string(k)] = string(k)
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}(w)
+	}
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	d, err := c.nodes[4].coord.MoveReplica(ctx, 1, 1, 4)
+	cancel()
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	if d.HasReplica(1) || !d.IsVoter(4) || d.Epoch != 4 {
+		t.Fatalf("descriptor after the move: %+v", d)
+	}
+	if len(failures) > 0 {
+		t.Fatalf("%d writes failed during the move, first: %v", len(failures), failures[0])
+	}
+	if len(acked) == 0 {
+		t.Fatal("no write made it: the test proves nothing")
+	}
+	for id, n := range c.nodes {
+		for k, v := range acked {
+			got, err := n.coord.Get(ctx5(t), []byte(k), kv.ReadOptions{})
+			if err != nil || string(got.Data) != v {
+				t.Fatalf("node %d: %s = %q, %v", id, k, got.Data, err)
+			}
+		}
+	}
+	// Node 1 lost its replica: its /v1/cluster still describes shard 1,
+	// with the new members.
+	eventually(t, 10*time.Second, func() error {
+		ci := c.nodes[1].coord.Cluster(ctx5(t))
+		for _, s := range ci.Shards {
+			if s.ID == 1 && s.Epoch == 4 && slices.Contains(s.Replicas, 4) && !slices.Contains(s.Replicas, 1) {
+				return nil
+			}
+		}
+		return fmt.Errorf("cluster view %+v", ci.Shards)
+	})
+}
+
+// A learner shows in /v1/cluster, on a voter's node and on its own, with
+// the epoch it brought, apart from the voters.
+func TestClusterShowsLearners(t *testing.T) {
+	c := newCluster(t, 4, 4, replica.Config{})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := c.nodes[2].st.AddReplica(ctx, 1, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []uint64{1, 4} {
+		eventually(t, 10*time.Second, func() error {
+			for _, s := range c.nodes[id].coord.Cluster(ctx5(t)).Shards {
+				if s.ID == 1 && s.Epoch == 2 && slices.Equal(s.Learners, []uint64{4}) && !slices.Contains(s.Replicas, 4) {
+					return nil
+				}
+			}
+			return fmt.Errorf("node %d does not show node 4 as a learner of shard 1", id)
+		})
+	}
+}

@@ -1,0 +1,295 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+
+	"github.com/cairn-db/cairn/internal/raftlog"
+	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// openReplicas opens every replica this node holds: those the bootstrap
+// map places here (created with bootstrap) and those moves created
+// (found by their state in the engine). A replica whose persisted
+// descriptor no longer lists this node applied its own removal before a
+// crash: its deletion is finished now.
+func (s *Store) openReplicas(bootstrap bool) error {
+	eng := s.cfg.Engine
+	local, err := storage.LocalShards(eng)
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	cands := map[uint64]shard.Descriptor{}
+	for _, d := range s.cfg.Map.Shards {
+		s.mu.known[d.ID] = d.Clone()
+		if d.HasReplica(s.cfg.NodeID) {
+			cands[d.ID] = d
+		}
+	}
+	for _, id := range local {
+		if _, ok := cands[id]; !ok {
+			cands[id] = shard.Descriptor{ID: id}
+		}
+	}
+	for id, d := range cands {
+		if epoch, dead := s.tombstone(id); dead {
+			s.mu.tombs[id] = epoch
+			continue
+		}
+		has, err := raftlog.Exists(eng, id)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if has {
+			stored, found, err := replica.StoredDescriptor(eng, id)
+			if err != nil {
+				return fmt.Errorf("store: %w", err)
+			}
+			if found {
+				d = stored
+			}
+			if !d.HasReplica(s.cfg.NodeID) {
+				s.cfg.Logger.Info("finishing the removal of a replica", "shard", id, "epoch", d.Epoch)
+				if err := s.destroy(d); err != nil {
+					return err
+				}
+				continue
+			}
+		} else if d.Epoch == 0 {
+			// Shard-local keys without replica state, of a shard the map
+			// does not place here: nothing to open.
+			continue
+		}
+		r, err := replica.Open(s.replicaConfig(d), bootstrap)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if r.Removed() {
+			r.Stop()
+			if err := s.destroy(r.Desc()); err != nil {
+				return err
+			}
+			continue
+		}
+		s.mu.replicas[id] = r
+		s.sched.add(id)
+	}
+	return nil
+}
+
+// tombstone reports whether the engine holds a tombstone for shard id.
+func (s *Store) tombstone(id uint64) (uint64, bool) {
+	b, err := s.cfg.Engine.Get(storage.TombstoneKey(id))
+	if err != nil || len(b) != 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(b), true
+}
+
+// missingReason is why a message for a shard without local replica is
+// dropped.
+func (s *Store) missingReason(id uint64) int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if _, ok := s.mu.tombs[id]; ok {
+		return DropRemoved
+	}
+	return DropUnknownShard
+}
+
+// Descriptors returns the node's current view of every shard it knows,
+// sorted by shard id: the descriptor of the highest epoch among its local
+// replica's (which follows the conf changes it applies) and the latest
+// one it saw otherwise (the bootstrap map's, one learned from a peer or
+// from the leader that ran a change, or the one that removed its
+// replica). Voters are in Replicas, learners in Learners.
+func (s *Store) Descriptors() []shard.Descriptor {
+	s.mu.RLock()
+	out := make([]shard.Descriptor, 0, len(s.mu.known)+len(s.mu.replicas))
+	for id, d := range s.mu.known {
+		if r := s.mu.replicas[id]; r != nil && r.Desc().Epoch >= d.Epoch {
+			d = r.Desc()
+		}
+		out = append(out, d.Clone())
+	}
+	for id, r := range s.mu.replicas {
+		if _, ok := s.mu.known[id]; !ok {
+			out = append(out, r.Desc().Clone())
+		}
+	}
+	s.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// Descriptor returns the node's current view of one shard.
+func (s *Store) Descriptor(id uint64) (shard.Descriptor, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d, ok := s.mu.known[id]
+	if r := s.mu.replicas[id]; r != nil && (!ok || r.Desc().Epoch >= d.Epoch) {
+		return r.Desc(), true
+	}
+	return d, ok
+}
+
+// LearnDescriptor records d as the latest view of its shard if its epoch
+// is newer than what the node knew. It reports whether d was news.
+func (s *Store) LearnDescriptor(d shard.Descriptor) bool {
+	if d.ID == 0 || len(d.Replicas) == 0 {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r := s.mu.replicas[d.ID]; r != nil && r.Desc().Epoch >= d.Epoch {
+		return false
+	}
+	if old, ok := s.mu.known[d.ID]; ok && old.Epoch >= d.Epoch {
+		return false
+	}
+	s.mu.known[d.ID] = d.Clone()
+	return true
+}
+
+// queueRemoval is every replica's OnRemoved: it runs under the replica's
+// lock, so it only queues the work for the reaper.
+func (s *Store) queueRemoval(d shard.Descriptor) {
+	s.removals.Lock()
+	s.removals.queue = append(s.removals.queue, d)
+	s.removals.Unlock()
+	select {
+	case s.removals.wake <- struct{}{}:
+	default:
+	}
+}
+
+// reaper removes the replicas that applied their own removal: it takes
+// them out of the store, stops them and deletes their data.
+func (s *Store) reaper() {
+	for {
+		select {
+		case <-s.removals.wake:
+		case <-s.ctx.Done():
+			return
+		}
+		s.removals.Lock()
+		q := s.removals.queue
+		s.removals.queue = nil
+		s.removals.Unlock()
+		for _, d := range q {
+			if err := s.removeLocal(d); err != nil {
+				s.cfg.Logger.Error("removing a replica", "shard", d.ID, "err", err)
+			}
+		}
+	}
+}
+
+// removeLocal takes the local replica of d's shard out of the store (new
+// messages for it are refused from now on), stops it and deletes its
+// state.
+func (s *Store) removeLocal(d shard.Descriptor) error {
+	s.mu.Lock()
+	r := s.mu.replicas[d.ID]
+	delete(s.mu.replicas, d.ID)
+	s.mu.tombs[d.ID] = d.Epoch
+	if old, ok := s.mu.known[d.ID]; !ok || old.Epoch < d.Epoch {
+		s.mu.known[d.ID] = d.Clone()
+	}
+	s.mu.Unlock()
+	s.sched.remove(d.ID)
+	if r != nil {
+		r.Stop() // waits for a round in progress
+	}
+	s.cfg.Logger.Info("replica removed: deleting its data", "shard", d.ID, "epoch", d.Epoch)
+	return s.destroy(d)
+}
+
+// destroy deletes a removed replica's data and shard-local state and
+// writes its tombstone, in one synced batch.
+func (s *Store) destroy(d shard.Descriptor) error {
+	eng := s.cfg.Engine
+	b := eng.NewBatch()
+	ds, de := storage.DataSpan(d.Start, d.End)
+	b.DeleteRange(ds, de)
+	ls, le := storage.ShardLocalSpan(d.ID)
+	b.DeleteRange(ls, le)
+	b.Set(storage.TombstoneKey(d.ID), binary.BigEndian.AppendUint64(nil, d.Epoch))
+	if err := b.Commit(true); err != nil {
+		return fmt.Errorf("store: delete removed replica of shard %d: %w", d.ID, err)
+	}
+	// The node's key-order and secondary indexes derived from the range
+	// (crash-safe on its own: a marker makes the next open finish it).
+	if err := eng.DropDerived(d.Start, d.End); err != nil {
+		return fmt.Errorf("store: drop the indexes of removed shard %d: %w", d.ID, err)
+	}
+	s.mu.Lock()
+	s.mu.tombs[d.ID] = d.Epoch
+	s.mu.Unlock()
+	return nil
+}
+
+// Errors of replica creation.
+var (
+	// ErrRemoved: the shard's replica on this node was removed at an
+	// epoch at least the one asked for.
+	ErrRemoved = errors.New("store: replica was removed from this node")
+	// ErrBadDescriptor: a creation request whose descriptor does not name
+	// this node as a learner of the shard.
+	ErrBadDescriptor = errors.New("store: bad descriptor")
+)
+
+// CreateReplica creates an empty learner replica of d's shard on this
+// node (the first step of adding it, asked by the shard's leader through
+// wire.KindCreateReplica). Idempotent: an existing replica is left alone.
+// Refused when d does not list this node as a learner, or when the
+// node's replica of the shard was removed at d's epoch or later (a late
+// request never brings back a removed replica).
+func (s *Store) CreateReplica(d shard.Descriptor) error {
+	if d.ID == 0 || !d.IsLearner(s.cfg.NodeID) || len(d.Replicas) == 0 {
+		return fmt.Errorf("%w: shard %d does not list node %d as a learner", ErrBadDescriptor, d.ID, s.cfg.NodeID)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.replicas[d.ID] != nil {
+		return nil
+	}
+	if k, ok := s.mu.known[d.ID]; ok && (k.Start != d.Start || k.End != d.End) {
+		return fmt.Errorf("%w: shard %d owns [%x,%x), not [%x,%x)", ErrBadDescriptor, d.ID, k.Start, k.End, d.Start, d.End)
+	}
+	if epoch, dead := s.mu.tombs[d.ID]; dead {
+		if epoch >= d.Epoch {
+			return fmt.Errorf("%w: shard %d at epoch %d", ErrRemoved, d.ID, epoch)
+		}
+		b := s.cfg.Engine.NewBatch()
+		b.Delete(storage.TombstoneKey(d.ID))
+		if err := b.Commit(true); err != nil {
+			return err
+		}
+		delete(s.mu.tombs, d.ID)
+	}
+	r, err := replica.Create(s.replicaConfig(d.Clone()))
+	if err != nil {
+		return fmt.Errorf("store: %w", err)
+	}
+	s.mu.replicas[d.ID] = r
+	s.sched.add(d.ID)
+	s.cfg.Logger.Info("created an empty learner replica", "shard", d.ID, "epoch", d.Epoch)
+	return nil
+}
+
+// handleCreate answers a wire.KindCreateReplica request.
+func (s *Store) handleCreate(req *wire.Request) *wire.Response {
+	d, err := shard.UnmarshalDescriptor(req.Command)
+	if err != nil || d.ID != req.ShardID {
+		return &wire.Response{Status: wire.StatusInvalid, Message: fmt.Sprintf("bad descriptor: %v", err)}
+	}
+	if err := s.CreateReplica(d); err != nil {
+		return &wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
+	}
+	return &wire.Response{Status: wire.StatusOK}
+}
