@@ -40,6 +40,9 @@ type PlanInput struct {
 	TransferLimit int
 	// MaxMoves bounds the moves planned at once. Below 1: 1.
 	MaxMoves int
+	// Skip lists shards to leave alone this time (a move of theirs failed
+	// lately); their replicas still count.
+	Skip []uint64
 }
 
 // Plan returns the replica moves to start now, most urgent first.
@@ -100,6 +103,9 @@ func newPlanner(in PlanInput) *planner {
 			h[n] = true
 		}
 		p.held[d.ID] = h
+	}
+	for _, id := range in.Skip {
+		p.taken[id] = true
 	}
 	for _, mv := range in.InFlight {
 		p.taken[mv.Shard] = true

@@ -57,7 +57,7 @@ func (m *memKV) CompareAndSet(_ context.Context, key, value []byte, version uint
 func newTestManager(t *testing.T, id uint64, kv KV) *Manager {
 	t.Helper()
 	m, err := NewManager(ManagerConfig{NodeID: id, KV: kv, Replication: 3,
-		Descriptors: func() []shard.Descriptor { return []shard.Descriptor{{ID: 1, Replicas: []uint64{1, 2, 3}}} }})
+		Descriptors: func() []shard.Descriptor { return []shard.Descriptor{{ID: 1, Replicas: []uint64{1, 2, 3}}} }, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
