@@ -81,17 +81,17 @@ func (c Config) Validate() error {
 
 // GRPC is the real transport.
 type GRPC struct {
-	cfg    Config
-	srv    *grpc.Server
-	lis    net.Listener
+	cfg Config
+	srv *grpc.Server
+	lis net.Listener
 	// peers is replaced whole (copy on write) under peersMu by SetPeer and
 	// RemovePeer, and read without a lock on every send.
 	peers   atomic.Pointer[map[uint64]*peer]
 	peersMu sync.Mutex
 	ctx     context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	stats  counters
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stats   counters
 }
 
 var _ Transport = (*GRPC)(nil)
