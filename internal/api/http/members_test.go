@@ -34,7 +34,9 @@ func (f *fakeMembers) Nodes(context.Context) (cluster.Record, error) {
 }
 
 func (f *fakeMembers) Join(_ context.Context, req cluster.JoinRequest) (cluster.JoinResponse, error) {
-	rec, err := f.apply(func(r cluster.Record) (cluster.Record, bool, error) { return r.Join(req.NodeID, req.HTTPAddr, req.PeerAddr) })
+	rec, err := f.apply(func(r cluster.Record) (cluster.Record, bool, error) {
+		return r.Join(req.NodeID, req.HTTPAddr, req.PeerAddr)
+	})
 	return cluster.JoinResponse{Members: rec.Members, Replication: 3}, err
 }
 
