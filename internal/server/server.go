@@ -11,10 +11,12 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
@@ -74,6 +76,22 @@ type Config struct {
 	TuneRuntime bool
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
+	// Join lists base URLs of running nodes: a node with no data joins
+	// their cluster through the first that answers instead of
+	// bootstrapping from InitialCluster (members.go).
+	Join []string
+	// MembersPoll is how often the node reads the membership record.
+	// Default 1s.
+	MembersPoll time.Duration
+	// DeadNodeTimeout: a member silent this long is declared dead by the
+	// balancer. Default 5m; negative disables.
+	DeadNodeTimeout time.Duration
+	// TransferLimit bounds the replica moves touching one node at once
+	// (until PUT /v1/admin/settings sets one). Default 2.
+	TransferLimit int
+	// SnapshotRate bounds snapshot streaming in bytes/s (0: unlimited),
+	// until PUT /v1/admin/settings sets one; Server.SnapshotRate.
+	SnapshotRate int64
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -121,6 +139,21 @@ type Server struct {
 	// end with it.
 	stopping   context.Context
 	beginsStop context.CancelFunc
+
+	// Membership (members.go): the record's manager and the balancer,
+	// run under bg until bgCancel.
+	nodeTr      transport.Transport
+	members     *cluster.Manager
+	balancer    *cluster.Balancer
+	bg          sync.WaitGroup
+	bgCtx       context.Context
+	bgCancel    context.CancelFunc
+	idMu        sync.Mutex
+	identity    identity
+	removed     chan struct{}
+	removedOnce sync.Once
+	// snapshotRate is the snapshot rate in force, bytes/s (0: unlimited).
+	snapshotRate atomic.Int64
 }
 
 // faults is the node's fault hook for the admin API.
@@ -146,6 +179,15 @@ func (c Config) EnsureDefaults() Config {
 	if c.GroupCommitDelay > 0 && c.GroupCommitWrites == 0 {
 		c.GroupCommitWrites = 256
 	}
+	if c.MembersPoll == 0 {
+		c.MembersPoll = time.Second
+	}
+	if c.DeadNodeTimeout == 0 {
+		c.DeadNodeTimeout = 5 * time.Minute
+	}
+	if c.TransferLimit == 0 {
+		c.TransferLimit = 2
+	}
 	return c
 }
 
@@ -164,6 +206,12 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
 	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
 		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
+	case len(c.Join) > 0 && checkJoinAddr("--http-addr", c.HTTPAddr) != nil:
+		return checkJoinAddr("--http-addr", c.HTTPAddr)
+	case len(c.Join) > 0 && checkJoinAddr("--peer-addr", c.PeerAddr) != nil:
+		return checkJoinAddr("--peer-addr", c.PeerAddr)
+	case c.MembersPoll < 0 || c.TransferLimit < 0 || c.SnapshotRate < 0:
+		return errors.New("server: members poll, transfer limit and snapshot rate cannot be negative")
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
@@ -180,8 +228,10 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log}
+	s := &Server{cfg: cfg, log: log, removed: make(chan struct{})}
 	s.stopping, s.beginsStop = context.WithCancel(context.Background())
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.snapshotRate.Store(cfg.SnapshotRate)
 	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
@@ -222,7 +272,16 @@ func (s *Server) build() error {
 	if err != nil {
 		return err
 	}
-	if !found {
+	bootstrap := true // the store may create replicas' initial state
+	switch {
+	case found && id.Removed:
+		return removedError(id.NodeID)
+	case !found && len(cfg.Join) > 0:
+		if id, err = s.join(); err != nil {
+			return err
+		}
+		s.fresh, bootstrap = true, false
+	case !found:
 		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
 			return fmt.Errorf("server: node id %d is not in --initial-cluster", cfg.NodeID)
 		}
@@ -241,9 +300,13 @@ func (s *Server) build() error {
 		}
 		id = identity{NodeID: cfg.NodeID, Replication: cfg.Replication, Peers: cfg.InitialCluster, Map: m}
 		s.fresh = true
-	} else {
+	default:
 		s.warnConflicts(id)
+		if len(cfg.Join) > 0 {
+			s.log.Info("ignoring --join: the data dir already belongs to a cluster member")
+		}
 	}
+	s.identity = id
 	if err := id.Map.Validate(); err != nil {
 		return err
 	}
@@ -252,7 +315,7 @@ func (s *Server) build() error {
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
 		Replica: rc, Logger: s.log,
-	}, s.fresh)
+	}, s.fresh && bootstrap)
 	if err != nil {
 		return err
 	}
@@ -293,12 +356,16 @@ func (s *Server) build() error {
 		return err
 	}
 	h.coord = s.coord
+	s.nodeTr = nodeTr
+	if err := s.buildMembership(id); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
-		Stopping: s.stopping,
+		Stopping: s.stopping, Members: membership{s.members, s.balancer},
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
@@ -368,6 +435,7 @@ func (s *Server) Start() {
 			s.log.Error("http server", "err", err)
 		}
 	}()
+	s.startMembership()
 	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "fresh", s.fresh,
 		"replicas", len(s.store.Replicas()))
 }
@@ -381,6 +449,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.http != nil {
 		_ = s.http.Shutdown(ctx)
 	}
+	s.bgCancel()
+	s.bg.Wait()
 	s.closeAll()
 	return nil
 }
