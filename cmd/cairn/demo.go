@@ -25,6 +25,7 @@ type demoOpts struct {
 	dataDir, host             string
 	shards, replication       int
 	logFormat                 string
+	addNode                   bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -45,6 +46,9 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 			if o.nodes < 1 || o.nodes > 64 {
 				return usageError{fmt.Errorf("--nodes must be in [1, 64]")}
 			}
+			if o.addNode {
+				return runDemoAddNode(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -56,6 +60,7 @@ every node cleanly on Ctrl-C or SIGTERM. Running it again with the same
 	f.StringVar(&o.host, "host", "127.0.0.1", "address to listen on")
 	f.IntVar(&o.shards, "shards", 0, "shards at bootstrap (0: one per node)")
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
+	f.BoolVar(&o.addNode, "add-node", false, "start one more node that joins the demo running at --http-port (run it in another terminal)")
 	return cmd
 }
 
@@ -272,6 +277,8 @@ Try:
   curl -i %[2]s/v1/kv/greeting
   curl -s %[1]s/v1/cluster
 
+Grow it from another terminal: cairn demo --add-node --http-port %[3]d
+
 Ctrl-C stops every node.
-`, a, b)
+`, a, b, o.httpPort)
 }
