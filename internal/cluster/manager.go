@@ -82,7 +82,11 @@ func (c ManagerConfig) Validate() error {
 // Manager reads and changes the membership record.
 type Manager struct {
 	cfg ManagerConfig
-	mu  struct {
+	// notifyMu serializes OnChange calls; notified is the version last
+	// given to OnChange (guarded by notifyMu).
+	notifyMu sync.Mutex
+	notified uint64
+	mu       struct {
 		sync.Mutex
 		rec     Record
 		version uint64 // 0: no record seen yet
@@ -142,12 +146,28 @@ func (m *Manager) remember(rec Record, ver uint64) {
 		m.mu.Unlock()
 		return
 	}
-	changed := ver != m.mu.version
 	m.mu.rec, m.mu.version, m.mu.read = rec.Clone(), ver, time.Now()
 	m.mu.Unlock()
-	if changed && m.cfg.OnChange != nil {
-		m.cfg.OnChange(rec.Clone())
+	m.notify()
+}
+
+// notify gives OnChange the newest record unless it saw it already: calls
+// never overlap and never go back to an older version, whatever order
+// concurrent reads and changes finish in.
+func (m *Manager) notify() {
+	if m.cfg.OnChange == nil {
+		return
 	}
+	m.notifyMu.Lock()
+	defer m.notifyMu.Unlock()
+	m.mu.Lock()
+	rec, ver := m.mu.rec.Clone(), m.mu.version
+	m.mu.Unlock()
+	if ver == m.notified {
+		return
+	}
+	m.notified = ver
+	m.cfg.OnChange(rec)
 }
 
 // Bootstrap writes the record of a new cluster from peers unless one

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -255,5 +256,49 @@ func TestRecordRoundTripAndValidate(t *testing.T) {
 	}
 	if !IsReserved([]byte("\x00sys/members")) || IsReserved([]byte("a\x00")) || IsReserved(nil) {
 		t.Fatal("IsReserved is off")
+	}
+}
+
+// OnChange sees records in version order, never an older one after a
+// newer, and ends with the newest, whatever order concurrent changes end.
+func TestOnChangeNeverGoesBack(t *testing.T) {
+	kv := newMemKV()
+	var mu sync.Mutex
+	var seen []int
+	m, err := NewManager(ManagerConfig{NodeID: 1, KV: kv, Replication: 3, Logger: quiet,
+		Descriptors: func() []shard.Descriptor { return nil },
+		OnChange: func(r Record) {
+			mu.Lock()
+			seen = append(seen, len(r.Members))
+			mu.Unlock()
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := m.Bootstrap(ctx, three); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for id := uint64(4); id < 14; id++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if _, err := m.Join(ctx, JoinRequest{NodeID: id, HTTPAddr: fmt.Sprint("h", id), PeerAddr: fmt.Sprint("p", id)}); err != nil {
+				t.Error(err)
+			}
+			_, _ = m.Read(ctx)
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	for i := 1; i < len(seen); i++ {
+		if seen[i] <= seen[i-1] {
+			t.Fatalf("OnChange went back: %v", seen)
+		}
+	}
+	if seen[len(seen)-1] != 13 {
+		t.Fatalf("last record seen has %d members, want 13: %v", seen[len(seen)-1], seen)
 	}
 }
