@@ -307,6 +307,12 @@ func (s *Server) build() error {
 		}
 	}
 	s.identity = id
+	if cfg.PeerAddr == "" {
+		// A restart without --peer-addr listens where the cluster knows
+		// this node.
+		cfg.PeerAddr = id.Peers[id.NodeID]
+		s.cfg.PeerAddr = cfg.PeerAddr
+	}
 	if err := id.Map.Validate(); err != nil {
 		return err
 	}

@@ -193,7 +193,7 @@ func TestJoinAddsANode(t *testing.T) {
 // /v1/admin/shards/{id}/move exists); otherwise it logs and returns.
 func moveReplicasOnto(t *testing.T, c *cluster, n4 *extraNode, keys []string) {
 	t.Helper()
-	if r := c.do("POST", c.url(1)+"/v1/admin/shards/1/move", nil); r.code == 404 && strings.Contains(r.body, "no such path") {
+	if !canMoveReplicas(c) {
 		t.Log("this build cannot move replicas: the balancer's moves onto node 4 are not checked")
 		return
 	}
@@ -217,6 +217,64 @@ func moveReplicasOnto(t *testing.T, c *cluster, n4 *extraNode, keys []string) {
 		r := c.do("GET", n4.url()+"/v1/kv/"+escapeAll(k)+"?consistency=serializable", nil)
 		if r.code != 200 && r.code != 404 {
 			t.Fatalf("serializable GET %s on node 4: %s", k, r)
+		}
+	}
+}
+
+// canMoveReplicas reports whether this build's nodes move replicas (POST
+// /v1/admin/shards/{id}/move exists).
+func canMoveReplicas(c *cluster) bool {
+	r := c.do("POST", c.url(1)+"/v1/admin/shards/1/move", nil)
+	return !(r.code == 404 && strings.Contains(r.body, "no such path"))
+}
+
+// A joined node takes replicas, then drains them back when decommissioned,
+// is marked removed and exits; every key stays readable.
+func TestDecommissionDrainsAJoinedNode(t *testing.T) {
+	c := newCluster(t, 3)
+	if !canMoveReplicas(c) {
+		t.Skip("this build cannot move replicas")
+	}
+	keys := c.keysPerShard("decom", 2)
+	for _, k := range keys {
+		if r := c.do("PUT", c.v1URL(1, k, ""), []byte("v-"+k)); r.code != 201 && r.code != 200 {
+			t.Fatalf("PUT %s: %s", k, r)
+		}
+	}
+	n4 := newExtraNode(t, 4)
+	n4.start(t, "--join", c.url(1))
+	n4.waitUp(t)
+	moveReplicasOnto(t, c, n4, keys)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if m, err := c.lc.Admin(2).Decommission(ctx, 4); err != nil || m.State != "decommissioning" {
+		t.Fatalf("decommission 4: %+v %v", m, err)
+	}
+	eventually(t, 3*time.Minute, func() string {
+		ci, err := c.clusterInfo(1)
+		if err != nil {
+			return err.Error()
+		}
+		for _, s := range ci.Shards {
+			if s.HasReplica(4) {
+				return fmt.Sprintf("shard %d still has a replica on node 4: %v", s.ID, s.Replicas)
+			}
+		}
+		return ""
+	})
+	n4.exitsWith(t, "removed from the cluster")
+	nodes, err := c.lc.Admin(1).Nodes(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range nodes.Members {
+		if m.ID == 4 && m.State != "removed" {
+			t.Fatalf("node 4 is %s after its drain", m.State)
+		}
+	}
+	for _, k := range keys {
+		if r := c.do("GET", c.v1URL(3, k, ""), nil); r.code != 200 || r.body != "v-"+k {
+			t.Fatalf("GET %s after the drain: %s", k, r)
 		}
 	}
 }
