@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"time"
 )
 
 // Member is one node of the membership record.
@@ -100,9 +101,18 @@ func (a *Admin) SetSettings(ctx context.Context, s Settings) (Settings, error) {
 	return out, a.send(ctx, http.MethodPut, "/v1/admin/settings", s, &out)
 }
 
-// MoveShard moves shard id's replica on node from to node to.
+// MoveShard moves shard id's replica on node from to node to and waits
+// until it is done. The node gets the context's deadline (a second less,
+// so its answer arrives in time; default DefaultAdminTimeout) as the
+// move's timeout; a move that runs out of time stays where it got, and
+// asking again finishes it.
 func (a *Admin) MoveShard(ctx context.Context, id, from, to uint64) error {
 	q := url.Values{"from": {strconv.FormatUint(from, 10)}, "to": {strconv.FormatUint(to, 10)}}
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl) - time.Second; d > 0 {
+			q.Set("timeout", d.Round(time.Millisecond).String())
+		}
+	}
 	return a.call(ctx, http.MethodPost, "/v1/admin/shards/"+strconv.FormatUint(id, 10)+"/move?"+q.Encode(), nil)
 }
 

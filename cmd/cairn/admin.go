@@ -89,6 +89,9 @@ the membership record is replicated). See docs/operations.md.`}
 			if from == 0 || to == 0 || from == to {
 				return usageError{fmt.Errorf("--from and --to must name two different nodes")}
 			}
+			if !cmd.Flags().Changed("timeout") {
+				timeout = 2 * time.Minute // a move streams a snapshot
+			}
 			return call(cmd, func(ctx context.Context, a *client.Admin) (any, error) {
 				if err := a.MoveShard(ctx, id, from, to); err != nil {
 					return nil, err

@@ -79,7 +79,10 @@ type planner struct {
 	// held marks shard -> node holding or about to hold a replica.
 	held map[uint64]map[uint64]bool
 	// taken marks shards with a move running or planned.
-	taken     map[uint64]bool
+	taken map[uint64]bool
+	// desc is each shard's descriptor: a node it names in any role (a
+	// learner left by an interrupted move too) takes no new replica of it.
+	desc      map[uint64]shard.Descriptor
 	active    []uint64
 	repairing bool
 	moves     []Move
@@ -88,7 +91,7 @@ type planner struct {
 func newPlanner(in PlanInput) *planner {
 	p := &planner{in: in, limit: max(in.TransferLimit, 1), max: max(in.MaxMoves, 1),
 		state: map[uint64]State{}, busy: map[uint64]int{}, count: map[uint64]int{},
-		held: map[uint64]map[uint64]bool{}, taken: map[uint64]bool{}}
+		held: map[uint64]map[uint64]bool{}, taken: map[uint64]bool{}, desc: map[uint64]shard.Descriptor{}}
 	for _, m := range in.Members {
 		p.state[m.ID] = m.State
 		if m.State == Active {
@@ -98,6 +101,7 @@ func newPlanner(in PlanInput) *planner {
 	}
 	slices.Sort(p.active)
 	for _, d := range in.Shards {
+		p.desc[d.ID] = d
 		h := map[uint64]bool{}
 		for _, n := range d.Replicas {
 			h[n] = true
@@ -160,11 +164,17 @@ func (p *planner) add(mv Move) {
 	p.count[mv.To]++
 }
 
+// holds reports whether node n holds or is about to hold a replica of
+// shard id, in any role.
+func (p *planner) holds(id, n uint64) bool {
+	return p.held[id][n] || p.desc[id].HasReplica(n)
+}
+
 // target is the least loaded free active node not holding shard id.
 func (p *planner) target(id uint64) (uint64, bool) {
 	best, found := uint64(0), false
 	for _, n := range p.active {
-		if p.held[id][n] || !p.free(n) {
+		if p.holds(id, n) || !p.free(n) {
 			continue
 		}
 		if !found || p.count[n] < p.count[best] {
@@ -281,7 +291,7 @@ func (p *planner) balanceOne() bool {
 				continue
 			}
 			for _, d := range p.in.Shards {
-				if p.taken[d.ID] || !p.held[d.ID][src] || p.held[d.ID][dst] {
+				if p.taken[d.ID] || !p.held[d.ID][src] || p.holds(d.ID, dst) {
 					continue
 				}
 				p.add(Move{Shard: d.ID, From: src, To: dst, Reason: Balance})
