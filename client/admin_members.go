@@ -46,6 +46,8 @@ type BalancerStatus struct {
 // Nodes is GET /v1/admin/nodes: the membership record and the answering
 // node's balancer.
 type Nodes struct {
+	// Version of the record (it grows with every change).
+	Version  uint64         `json:"version"`
 	Members  []Member       `json:"members"`
 	UsedIDs  []uint64       `json:"used_ids"`
 	Settings Settings       `json:"settings"`

@@ -30,7 +30,7 @@ func TestAdminTypesMatchServer(t *testing.T) {
 			&ClusterInfo{}},
 		{kv.NodeStatus{NodeID: 1, HTTPAddr: "h", PeerAddr: "p", Replicas: 2, Leaders: 1, Replication: 3, ShardCount: 4, UptimeSec: 1.5, Version: "v"}, &NodeStatus{}},
 		{[]kv.ShardHash{{Shard: 1, Applied: 2, Hash: "ab"}}, &[]ShardHash{}},
-		{httpapi.NodesAnswer{Members: []cluster.Member{{ID: 1, HTTPAddr: "h", PeerAddr: "p", State: cluster.Active}},
+		{httpapi.NodesAnswer{Version: 9, Members: []cluster.Member{{ID: 1, HTTPAddr: "h", PeerAddr: "p", State: cluster.Active}},
 			UsedIDs: []uint64{1, 2}, Settings: cluster.Settings{TransferLimit: &three, SnapshotRate: &rate},
 			Balancer: cluster.BalancerStatus{Leading: true, InFlight: []cluster.Move{{Shard: 1, From: 2, To: 3, Reason: cluster.Repair}}, Moved: 4}}, &Nodes{}},
 		{cluster.JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p"}, &JoinRequest{}},

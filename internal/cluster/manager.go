@@ -47,6 +47,11 @@ type ManagerConfig struct {
 	// OnChange is called (from Run or after a change made here) with each
 	// record that differs from the last one seen. Optional.
 	OnChange func(Record)
+	// Fallback, when set, reads the record (and its version) some other
+	// way when Run's own read fails — through another node: a node whose
+	// routing went stale (cut off, declared dead) still learns the record
+	// and so its own removal. Optional.
+	Fallback func(ctx context.Context) (Record, uint64, error)
 	Logger   *slog.Logger
 }
 
@@ -119,6 +124,12 @@ func (m *Manager) Cached() (Record, bool) {
 func (m *Manager) Read(ctx context.Context) (Record, error) {
 	rec, _, err := m.read(ctx)
 	return rec, err
+}
+
+// ReadVersion is Read with the record's version (it grows with every
+// change).
+func (m *Manager) ReadVersion(ctx context.Context) (Record, uint64, error) {
+	return m.read(ctx)
 }
 
 func (m *Manager) read(ctx context.Context) (Record, uint64, error) {
@@ -290,13 +301,24 @@ func (m *Manager) change(ctx context.Context, id uint64, f func(Record) (Record,
 }
 
 // Run reads the record every PollInterval until ctx ends (OnChange sees
-// each new one). A failed read is logged at most once a minute.
+// each new one), through Fallback when its own read fails. A failed read
+// is logged at most once a minute.
 func (m *Manager) Run(ctx context.Context) {
 	t := time.NewTicker(m.cfg.PollInterval)
 	defer t.Stop()
 	var lastLog time.Time
 	for {
-		if _, err := m.Read(ctx); err != nil && ctx.Err() == nil && time.Since(lastLog) > time.Minute {
+		_, err := m.Read(ctx)
+		if err != nil && m.cfg.Fallback != nil && ctx.Err() == nil {
+			fctx, cancel := context.WithTimeout(ctx, m.cfg.ReadTimeout)
+			rec, ver, ferr := m.cfg.Fallback(fctx)
+			cancel()
+			if ferr == nil && rec.Validate() == nil {
+				m.remember(rec, ver)
+				err = nil
+			}
+		}
+		if err != nil && ctx.Err() == nil && time.Since(lastLog) > time.Minute {
 			m.cfg.Logger.Warn("reading the membership record", "err", err)
 			lastLog = time.Now()
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
 )
@@ -300,5 +301,35 @@ func TestOnChangeNeverGoesBack(t *testing.T) {
 	}
 	if seen[len(seen)-1] != 13 {
 		t.Fatalf("last record seen has %d members, want 13: %v", seen[len(seen)-1], seen)
+	}
+}
+
+// When its own read fails, Run learns the record through Fallback.
+func TestRunFallsBackWhenItsReadFails(t *testing.T) {
+	kv := newMemKV()
+	kv.fail = errors.New("stale routing")
+	got := make(chan Record, 1)
+	rec := Bootstrap(three)
+	rec, _, _ = rec.MarkDead(3)
+	m, err := NewManager(ManagerConfig{NodeID: 3, KV: kv, Replication: 3, Logger: quiet, PollInterval: time.Millisecond,
+		Descriptors: func() []shard.Descriptor { return nil },
+		Fallback:    func(context.Context) (Record, uint64, error) { return rec, 5, nil },
+		OnChange: func(r Record) {
+			select {
+			case got <- r:
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { m.Run(ctx); close(done) }()
+	r := <-got
+	cancel()
+	<-done
+	if me, _ := r.Member(3); me.State != Dead {
+		t.Fatalf("record learned through the fallback: %+v", r)
 	}
 }

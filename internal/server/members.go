@@ -136,7 +136,9 @@ type membership struct {
 	bal *cluster.Balancer
 }
 
-func (m membership) Nodes(ctx context.Context) (cluster.Record, error) { return m.mgr.Read(ctx) }
+func (m membership) Nodes(ctx context.Context) (cluster.Record, uint64, error) {
+	return m.mgr.ReadVersion(ctx)
+}
 func (m membership) Join(ctx context.Context, req cluster.JoinRequest) (cluster.JoinResponse, error) {
 	return m.mgr.Join(ctx, req)
 }
@@ -162,7 +164,8 @@ func (s *Server) buildMembership(id identity) error {
 	}
 	s.members, err = cluster.NewManager(cluster.ManagerConfig{
 		NodeID: id.NodeID, KV: recordKV{s.coord}, Replication: id.Replication,
-		Descriptors: descs.Descriptors, PollInterval: s.cfg.MembersPoll, OnChange: s.membersChanged, Logger: s.log,
+		Descriptors: descs.Descriptors, PollInterval: s.cfg.MembersPoll, OnChange: s.membersChanged,
+		Fallback: s.readThroughPeer, Logger: s.log,
 	})
 	if err != nil {
 		return err
@@ -248,18 +251,62 @@ func checkJoinAddr(flag, addr string) error {
 	return nil
 }
 
+// readThroughPeer reads the record through another member's HTTP API
+// (GET /v1/admin/nodes, a linearizable read there), the members tried in
+// turn from the next after the last that answered.
+func (s *Server) readThroughPeer(ctx context.Context) (cluster.Record, uint64, error) {
+	rec, ok := s.members.Cached()
+	if !ok {
+		return cluster.Record{}, 0, cluster.ErrNotReady
+	}
+	var others []cluster.Member
+	for _, m := range rec.Members {
+		if m.ID != s.identity.NodeID && !m.State.Gone() && m.HTTPAddr != "" {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return cluster.Record{}, 0, cluster.ErrNotReady
+	}
+	start := int(s.fallbackNext.Add(1))
+	var last error
+	for i := range others {
+		m := others[(start+i)%len(others)]
+		n, err := client.NewAdmin(m.HTTPAddr, nil).Nodes(ctx)
+		if err != nil {
+			last = err
+			continue
+		}
+		out := cluster.Record{UsedIDs: n.UsedIDs}
+		for _, cm := range n.Members {
+			out.Members = append(out.Members, cluster.Member{ID: cm.ID, HTTPAddr: cm.HTTPAddr, PeerAddr: cm.PeerAddr, State: cluster.State(cm.State)})
+		}
+		if n.Settings.TransferLimit != nil || n.Settings.SnapshotRate != nil {
+			out.Settings = cluster.Settings{TransferLimit: n.Settings.TransferLimit, SnapshotRate: n.Settings.SnapshotRate}
+		}
+		return out, n.Version, nil
+	}
+	return cluster.Record{}, 0, last
+}
+
 // membersChanged applies a new record: the transport's address book,
 // the coordinator's member list, the persisted peers, and this node's own
 // removal.
 func (s *Server) membersChanged(rec cluster.Record) {
 	var ms []kv.Member
 	for _, m := range rec.Members {
-		if m.State.Gone() {
+		if m.State == cluster.Removed {
+			// Drained: it holds nothing. A dead node stays in the book:
+			// should it still run, it keeps hearing from its shards until
+			// they replace it, and learns its state.
 			s.tr.RemovePeer(m.ID)
 			continue
 		}
 		if err := s.tr.SetPeer(m.ID, m.PeerAddr); err != nil {
 			s.log.Warn("membership: peer address", "peer", m.ID, "addr", m.PeerAddr, "err", err)
+		}
+		if m.State == cluster.Dead {
+			continue
 		}
 		ms = append(ms, kv.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, PeerAddr: m.PeerAddr, State: string(m.State)})
 	}

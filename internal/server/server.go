@@ -154,6 +154,8 @@ type Server struct {
 	removedOnce sync.Once
 	// snapshotRate is the snapshot rate in force, bytes/s (0: unlimited).
 	snapshotRate atomic.Int64
+	// fallbackNext rotates readThroughPeer's first member.
+	fallbackNext atomic.Uint64
 }
 
 // faults is the node's fault hook for the admin API.

@@ -14,8 +14,9 @@ import (
 // Membership is the node's membership service (cluster.Manager and the
 // balancer's status, as the server wires them).
 type Membership interface {
-	// Nodes returns the membership record, read linearizably.
-	Nodes(ctx context.Context) (cluster.Record, error)
+	// Nodes returns the membership record, read linearizably, and its
+	// version.
+	Nodes(ctx context.Context) (cluster.Record, uint64, error)
 	Join(ctx context.Context, req cluster.JoinRequest) (cluster.JoinResponse, error)
 	Decommission(ctx context.Context, id uint64) (cluster.Member, error)
 	RemoveDead(ctx context.Context, id uint64) (cluster.Member, error)
@@ -26,6 +27,8 @@ type Membership interface {
 
 // NodesAnswer is GET /v1/admin/nodes.
 type NodesAnswer struct {
+	// Version of the record (it grows with every change).
+	Version  uint64                 `json:"version"`
 	Members  []cluster.Member       `json:"members"`
 	UsedIDs  []uint64               `json:"used_ids"`
 	Settings cluster.Settings       `json:"settings"`
@@ -63,12 +66,12 @@ func (a *api) adminNodes(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	rec, err := m.Nodes(r.Context())
+	rec, ver, err := m.Nodes(r.Context())
 	if err != nil {
 		a.membershipError(w, err)
 		return
 	}
-	writeJSON(w, NodesAnswer{Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, Balancer: m.Balancer()})
+	writeJSON(w, NodesAnswer{Version: ver, Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, Balancer: m.Balancer()})
 }
 
 // adminJoin serves POST /v1/admin/nodes/join with a cluster.JoinRequest.
@@ -153,7 +156,7 @@ func (a *api) adminSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.Method == http.MethodGet {
-		rec, err := m.Nodes(r.Context())
+		rec, _, err := m.Nodes(r.Context())
 		if err != nil {
 			a.membershipError(w, err)
 			return

@@ -27,10 +27,10 @@ func (f *fakeMembers) apply(change func(cluster.Record) (cluster.Record, bool, e
 	return out, nil
 }
 
-func (f *fakeMembers) Nodes(context.Context) (cluster.Record, error) {
+func (f *fakeMembers) Nodes(context.Context) (cluster.Record, uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.rec.Clone(), nil
+	return f.rec.Clone(), 7, nil
 }
 
 func (f *fakeMembers) Join(_ context.Context, req cluster.JoinRequest) (cluster.JoinResponse, error) {
@@ -152,7 +152,7 @@ func TestMembershipRoutes(t *testing.T) {
 	}
 	r = do(t, h, "GET", "/v1/admin/nodes", nil, nil)
 	var nodes NodesAnswer
-	if err := json.Unmarshal([]byte(r.body), &nodes); err != nil || len(nodes.Members) != 4 || !nodes.Balancer.Leading {
+	if err := json.Unmarshal([]byte(r.body), &nodes); err != nil || len(nodes.Members) != 4 || !nodes.Balancer.Leading || nodes.Version != 7 {
 		t.Fatalf("nodes: %d %s (%v)", r.code, r.body, err)
 	}
 }
