@@ -56,6 +56,11 @@ type BalancerConfig struct {
 	// RetryAfter: a shard whose move failed gets no other for this long.
 	// Default 30s.
 	RetryAfter time.Duration
+	// ManualPause: a change of a shard's replicas the balancer did not
+	// make (cairn admin shard move) pauses rebalancing for this long, so
+	// the balancer does not undo an operator's move at once; repairs go
+	// on. Default 2m; negative: never pause.
+	ManualPause time.Duration
 	// Now is the clock. Default time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -80,6 +85,9 @@ func (c BalancerConfig) EnsureDefaults() BalancerConfig {
 	}
 	if c.RetryAfter == 0 {
 		c.RetryAfter = 30 * time.Second
+	}
+	if c.ManualPause == 0 {
+		c.ManualPause = 2 * time.Minute
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -116,6 +124,13 @@ type Balancer struct {
 		failed   map[uint64]time.Time
 		lastSeen map[uint64]time.Time
 		moved    uint64
+		// epochs is each shard's epoch seen last round (empty: not
+		// balancing); touched holds the shards this balancer moved
+		// lately: zero while the move runs, then when it ended.
+		epochs  map[uint64]uint64
+		touched map[uint64]time.Time
+		// pausedUntil: no rebalancing before (a manual move was seen).
+		pausedUntil time.Time
 	}
 }
 
@@ -129,6 +144,8 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.inflight = map[uint64]Move{}
 	b.mu.failed = map[uint64]time.Time{}
 	b.mu.lastSeen = map[uint64]time.Time{}
+	b.mu.epochs = map[uint64]uint64{}
+	b.mu.touched = map[uint64]time.Time{}
 	return b, nil
 }
 
@@ -139,6 +156,9 @@ type BalancerStatus struct {
 	InFlight []Move `json:"in_flight"`
 	// Moved counts the moves this node finished.
 	Moved uint64 `json:"moved"`
+	// PausedUntil: rebalancing waits until then after a manual move (zero
+	// when not paused).
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
 // Status reports what the balancer does now.
@@ -146,6 +166,9 @@ func (b *Balancer) Status() BalancerStatus {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	st := BalancerStatus{Leading: b.mu.leading, Moved: b.mu.moved, InFlight: []Move{}}
+	if b.cfg.Now().Before(b.mu.pausedUntil) {
+		st.PausedUntil = b.mu.pausedUntil
+	}
 	for _, mv := range b.mu.inflight {
 		st.InFlight = append(st.InFlight, mv)
 	}
@@ -181,6 +204,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 		b.mu.Lock()
 		b.mu.leading = false
 		clear(b.mu.lastSeen)
+		clear(b.mu.epochs)
 		b.mu.Unlock()
 		return nil
 	}
@@ -204,7 +228,9 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	now := b.cfg.Now()
 	b.mu.Lock()
-	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves}
+	b.noticeManualLocked(descs, now)
+	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
+		NoBalance: now.Before(b.mu.pausedUntil)}
 	for _, mv := range b.mu.inflight {
 		in.InFlight = append(in.InFlight, mv)
 	}
@@ -222,10 +248,39 @@ func (b *Balancer) Round(ctx context.Context) error {
 	return nil
 }
 
+// touchGrace is how long after its move ends a shard's changes are still
+// taken as the balancer's own.
+const touchGrace = 30 * time.Second
+
+// noticeManualLocked pauses rebalancing when a shard's epoch changed
+// since the last round without this balancer moving it (an operator's
+// move), and records the epochs.
+func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
+	first := len(b.mu.epochs) == 0
+	for _, d := range descs {
+		prev, seen := b.mu.epochs[d.ID]
+		ended, ours := b.mu.touched[d.ID]
+		if !first && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+			if !now.Before(b.mu.pausedUntil) {
+				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
+					"epoch", d.Epoch, "for", b.cfg.ManualPause)
+			}
+			b.mu.pausedUntil = now.Add(b.cfg.ManualPause)
+		}
+		b.mu.epochs[d.ID] = d.Epoch
+		// This node's view of a shard it does not lead may show the
+		// move's last steps a little after the move returned.
+		if ours && !ended.IsZero() && now.Sub(ended) > touchGrace {
+			delete(b.mu.touched, d.ID)
+		}
+	}
+}
+
 // start runs mv in its own goroutine.
 func (b *Balancer) start(ctx context.Context, mv Move) {
 	b.mu.Lock()
 	b.mu.inflight[mv.Shard] = mv
+	b.mu.touched[mv.Shard] = time.Time{}
 	b.mu.Unlock()
 	b.cfg.Logger.Info("balancer: moving a replica", "shard", mv.Shard, "from", mv.From, "to", mv.To, "reason", mv.Reason)
 	b.wg.Add(1)
@@ -241,6 +296,7 @@ func (b *Balancer) start(ctx context.Context, mv Move) {
 		}
 		b.mu.Lock()
 		delete(b.mu.inflight, mv.Shard)
+		b.mu.touched[mv.Shard] = b.cfg.Now()
 		if err != nil {
 			b.mu.failed[mv.Shard] = b.cfg.Now()
 		} else {

@@ -259,3 +259,41 @@ func TestBalancerUsesTheRecordsTransferLimit(t *testing.T) {
 }
 
 var quiet = slog.New(slog.DiscardHandler)
+
+// A move made by hand pauses rebalancing (the balancer does not undo it at
+// once); repairs go on; after the pause the counts are evened out.
+func TestBalancerPausesAfterAManualMove(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3, 4}, 4)
+	r.rounds(t, 1) // the balancer sees the epochs
+	if err := r.store.MoveReplica(context.Background(), 1, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	calls := r.store.calls
+	r.rounds(t, 3)
+	if r.store.calls != calls {
+		t.Fatalf("the balancer moved %d replicas right after a manual move", r.store.calls-calls)
+	}
+	if !r.b.Status().PausedUntil.After(r.clock.Now()) {
+		t.Fatal("no pause reported")
+	}
+	// A repair is not paused.
+	if _, err := r.mgr.Decommission(context.Background(), 2); err != nil {
+		t.Fatal(err)
+	}
+	r.rounds(t, 5)
+	if c := counts(r.store.Descriptors()); c[2] != 0 {
+		t.Fatalf("node 2 still holds %d replicas during the pause", c[2])
+	}
+	// The balancer's own moves do not pause it again: after the pause,
+	// counts even out.
+	r.clock.Add(3 * time.Minute)
+	r.rounds(t, 10)
+	c := counts(r.store.Descriptors())
+	lo, hi := 100, 0
+	for _, n := range []uint64{1, 3, 4} {
+		lo, hi = min(lo, c[n]), max(hi, c[n])
+	}
+	if hi-lo > 1 {
+		t.Fatalf("counts %v not even after the pause", c)
+	}
+}

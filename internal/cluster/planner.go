@@ -43,6 +43,8 @@ type PlanInput struct {
 	// Skip lists shards to leave alone this time (a move of theirs failed
 	// lately); their replicas still count.
 	Skip []uint64
+	// NoBalance plans repairs only (rebalancing is paused).
+	NoBalance bool
 }
 
 // Plan returns the replica moves to start now, most urgent first.
@@ -61,7 +63,7 @@ type PlanInput struct {
 func Plan(in PlanInput) []Move {
 	p := newPlanner(in)
 	moves := p.repairs()
-	if len(moves) > 0 || p.repairing {
+	if len(moves) > 0 || p.repairing || in.NoBalance {
 		return moves
 	}
 	return p.balance()
