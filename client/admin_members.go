@@ -26,6 +26,8 @@ type Member struct {
 type Settings struct {
 	TransferLimit *int   `json:"transfer_limit,omitempty"`
 	SnapshotRate  *int64 `json:"snapshot_rate,omitempty"`
+	// Rebalance false stops rebalancing moves (repairs go on).
+	Rebalance *bool `json:"rebalance,omitempty"`
 }
 
 // Move is one replica move of the balancer.
@@ -41,17 +43,22 @@ type BalancerStatus struct {
 	Leading  bool   `json:"leading"`
 	InFlight []Move `json:"in_flight"`
 	Moved    uint64 `json:"moved"`
+	// PausedUntil: rebalancing waits after a manual move (zero: not).
+	PausedUntil time.Time `json:"paused_until,omitzero"`
 }
 
 // Nodes is GET /v1/admin/nodes: the membership record and the answering
 // node's balancer.
 type Nodes struct {
 	// Version of the record (it grows with every change).
-	Version  uint64         `json:"version"`
-	Members  []Member       `json:"members"`
-	UsedIDs  []uint64       `json:"used_ids"`
-	Settings Settings       `json:"settings"`
-	Balancer BalancerStatus `json:"balancer"`
+	Version  uint64   `json:"version"`
+	Members  []Member `json:"members"`
+	UsedIDs  []uint64 `json:"used_ids"`
+	Settings Settings `json:"settings"`
+	// PausedUntil (Unix nanoseconds): rebalancing waits until then after
+	// a replica moved by hand.
+	PausedUntil int64          `json:"rebalance_paused_until,omitempty"`
+	Balancer    BalancerStatus `json:"balancer"`
 }
 
 // JoinRequest is what a joining node sends.

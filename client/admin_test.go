@@ -22,7 +22,7 @@ import (
 // The client's types decode everything the server's types encode, field
 // for field (a field added on one side only fails here).
 func TestAdminTypesMatchServer(t *testing.T) {
-	three, rate := 3, int64(1<<20)
+	three, rate, off := 3, int64(1<<20), false
 	for _, c := range []struct{ server, client any }{
 		{kv.ClusterInfo{NodeID: 1, Replication: 3,
 			Members: []kv.MemberInfo{{NodeID: 1, PeerAddr: "p", HTTPAddr: "h", Reachable: true, State: "active"}},
@@ -31,8 +31,9 @@ func TestAdminTypesMatchServer(t *testing.T) {
 		{kv.NodeStatus{NodeID: 1, HTTPAddr: "h", PeerAddr: "p", Replicas: 2, Leaders: 1, Replication: 3, ShardCount: 4, UptimeSec: 1.5, Version: "v"}, &NodeStatus{}},
 		{[]kv.ShardHash{{Shard: 1, Applied: 2, Hash: "ab"}}, &[]ShardHash{}},
 		{httpapi.NodesAnswer{Version: 9, Members: []cluster.Member{{ID: 1, HTTPAddr: "h", PeerAddr: "p", State: cluster.Active}},
-			UsedIDs: []uint64{1, 2}, Settings: cluster.Settings{TransferLimit: &three, SnapshotRate: &rate},
-			Balancer: cluster.BalancerStatus{Leading: true, InFlight: []cluster.Move{{Shard: 1, From: 2, To: 3, Reason: cluster.Repair}}, Moved: 4}}, &Nodes{}},
+			UsedIDs: []uint64{1, 2}, Settings: cluster.Settings{TransferLimit: &three, SnapshotRate: &rate, Rebalance: &off},
+			PausedUntil: 77, Balancer: cluster.BalancerStatus{Leading: true, InFlight: []cluster.Move{{Shard: 1, From: 2, To: 3, Reason: cluster.Repair}},
+				Moved: 4, PausedUntil: time.Unix(5, 0).UTC()}}, &Nodes{}},
 		{cluster.JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p"}, &JoinRequest{}},
 		{cluster.JoinResponse{Members: []cluster.Member{{ID: 1, PeerAddr: "p", State: cluster.Dead}}, Replication: 3,
 			Shards: []shard.Descriptor{{ID: 1, Replicas: []uint64{1}, Epoch: 2}}}, &JoinResponse{}},

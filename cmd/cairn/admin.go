@@ -105,7 +105,8 @@ the membership record is replicated). See docs/operations.md.`}
 
 	var limit int
 	var rate int64
-	settings := &cobra.Command{Use: "settings [--transfer-limit N] [--snapshot-rate B]", Short: "Show or change the balancer's cluster-wide settings", Args: cobra.NoArgs,
+	var rebalance bool
+	settings := &cobra.Command{Use: "settings [--transfer-limit N] [--snapshot-rate B] [--rebalance=false]", Short: "Show or change the balancer's cluster-wide settings", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			var s client.Settings
 			if cmd.Flags().Changed("transfer-limit") {
@@ -114,8 +115,11 @@ the membership record is replicated). See docs/operations.md.`}
 			if cmd.Flags().Changed("snapshot-rate") {
 				s.SnapshotRate = &rate
 			}
+			if cmd.Flags().Changed("rebalance") {
+				s.Rebalance = &rebalance
+			}
 			return call(cmd, func(ctx context.Context, a *client.Admin) (any, error) {
-				if s.TransferLimit == nil && s.SnapshotRate == nil {
+				if s.TransferLimit == nil && s.SnapshotRate == nil && s.Rebalance == nil {
 					n, err := a.Nodes(ctx)
 					return n.Settings, err
 				}
@@ -124,6 +128,7 @@ the membership record is replicated). See docs/operations.md.`}
 		}}
 	settings.Flags().IntVar(&limit, "transfer-limit", 2, "replica moves touching one node at once")
 	settings.Flags().Int64Var(&rate, "snapshot-rate", 0, "snapshot streaming bound per node, bytes/s (0: unlimited)")
+	settings.Flags().BoolVar(&rebalance, "rebalance", true, "false stops rebalancing moves (repairs of dead or draining nodes go on)")
 
 	cmd.AddCommand(node, shardCmd, settings)
 	return cmd

@@ -230,7 +230,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 	b.mu.Lock()
 	b.noticeManualLocked(descs, now)
 	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
-		NoBalance: now.Before(b.mu.pausedUntil)}
+		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
 	for _, mv := range b.mu.inflight {
 		in.InFlight = append(in.InFlight, mv)
 	}

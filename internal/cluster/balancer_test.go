@@ -297,3 +297,42 @@ func TestBalancerPausesAfterAManualMove(t *testing.T) {
 		t.Fatalf("counts %v not even after the pause", c)
 	}
 }
+
+// Rebalancing switched off, or paused in the record (a move by hand on any
+// node), plans no balance move; the record's pause ends.
+func TestBalancerHonoursTheRecordsPauseAndSwitch(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 8)
+	ctx := context.Background()
+	if _, err := r.mgr.Join(ctx, JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4"}); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	if _, err := r.mgr.SetSettings(ctx, Settings{Rebalance: &off}); err != nil {
+		t.Fatal(err)
+	}
+	r.rounds(t, 3)
+	if r.store.calls != 0 {
+		t.Fatalf("%d moves with rebalancing off", r.store.calls)
+	}
+	on := true
+	if _, err := r.mgr.SetSettings(ctx, Settings{Rebalance: &on}); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.mgr.PauseRebalancing(ctx, r.clock.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	// A shorter pause does not shorten it.
+	if err := r.mgr.PauseRebalancing(ctx, r.clock.Now().Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Add(30 * time.Second)
+	r.rounds(t, 3)
+	if r.store.calls != 0 {
+		t.Fatalf("%d moves during the record's pause", r.store.calls)
+	}
+	r.clock.Add(31 * time.Second)
+	r.rounds(t, 10)
+	if c := counts(r.store.Descriptors()); c[4] != 6 {
+		t.Fatalf("node 4 holds %d of 24 replicas after the pause", c[4])
+	}
+}

@@ -283,6 +283,21 @@ func (m *Manager) SetSettings(ctx context.Context, s Settings) (Settings, error)
 	return rec.Settings, err
 }
 
+// PauseRebalancing stops rebalancing moves cluster-wide until until (it
+// never shortens a pause): a replica moved by hand is not moved back at
+// once by whichever node balances.
+func (m *Manager) PauseRebalancing(ctx context.Context, until time.Time) error {
+	_, err := m.Update(ctx, func(r Record) (Record, bool, error) {
+		if until.UnixNano() <= r.PausedUntil {
+			return r, false, nil
+		}
+		out := r.Clone()
+		out.PausedUntil = until.UnixNano()
+		return out, true, nil
+	})
+	return err
+}
+
 // Register tells the cluster this node's addresses (at every start).
 func (m *Manager) Register(ctx context.Context, httpAddr, peerAddr string) (Record, error) {
 	return m.Update(ctx, func(r Record) (Record, bool, error) {

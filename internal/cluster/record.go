@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"time"
 )
 
 // RecordKey is the reserved key holding the membership record. Keys
@@ -80,6 +81,9 @@ type Settings struct {
 	// SnapshotRate bounds a node's snapshot streaming, bytes/s (0:
 	// unlimited).
 	SnapshotRate *int64 `json:"snapshot_rate,omitempty"`
+	// Rebalance: false stops the balancer's rebalancing moves (repairs go
+	// on); nil or true: on.
+	Rebalance *bool `json:"rebalance,omitempty"`
 }
 
 // Record is the membership record.
@@ -88,6 +92,9 @@ type Record struct {
 	// UsedIDs lists every id ever admitted, sorted (ids are never reused).
 	UsedIDs  []uint64 `json:"used_ids"`
 	Settings Settings `json:"settings"`
+	// PausedUntil (Unix nanoseconds): no rebalancing before, after a
+	// replica moved by hand (Manager.PauseRebalancing).
+	PausedUntil int64 `json:"rebalance_paused_until,omitempty"`
 }
 
 // Bootstrap is the record of a new cluster: every node of peers (id ->
@@ -110,7 +117,11 @@ func (r *Record) normalize() {
 
 // Clone returns a deep copy of r.
 func (r Record) Clone() Record {
-	out := Record{Members: slices.Clone(r.Members), UsedIDs: slices.Clone(r.UsedIDs)}
+	out := Record{Members: slices.Clone(r.Members), UsedIDs: slices.Clone(r.UsedIDs), PausedUntil: r.PausedUntil}
+	if r.Settings.Rebalance != nil {
+		v := *r.Settings.Rebalance
+		out.Settings.Rebalance = &v
+	}
 	if r.Settings.TransferLimit != nil {
 		v := *r.Settings.TransferLimit
 		out.Settings.TransferLimit = &v
@@ -300,7 +311,7 @@ func (r Record) WithSettings(s Settings) (Record, bool, error) {
 	if s.SnapshotRate != nil && *s.SnapshotRate < 0 {
 		return r, false, fmt.Errorf("%w: snapshot_rate %d: want 0 (unlimited) or more bytes/s", ErrInvalid, *s.SnapshotRate)
 	}
-	if s.TransferLimit == nil && s.SnapshotRate == nil {
+	if s.TransferLimit == nil && s.SnapshotRate == nil && s.Rebalance == nil {
 		return r, false, nil
 	}
 	out := r.Clone()
@@ -312,7 +323,16 @@ func (r Record) WithSettings(s Settings) (Record, bool, error) {
 		v := *s.SnapshotRate
 		out.Settings.SnapshotRate = &v
 	}
+	if s.Rebalance != nil {
+		v := *s.Rebalance
+		out.Settings.Rebalance = &v
+	}
 	return out, true, nil
+}
+
+// RebalancingOff reports whether rebalancing is off or paused at now.
+func (r Record) RebalancingOff(now time.Time) bool {
+	return (r.Settings.Rebalance != nil && !*r.Settings.Rebalance) || now.UnixNano() < r.PausedUntil
 }
 
 func (r *Record) set(id uint64, f func(*Member)) {

@@ -130,6 +130,36 @@ func (staticMover) AddReplica(context.Context, uint64, uint64, bool) error {
 }
 func (staticMover) RemoveReplica(context.Context, uint64, uint64) error { return ErrMovesUnsupported }
 
+// manualPause is how long a replica moved by hand pauses rebalancing,
+// cluster-wide.
+const manualPause = 2 * time.Minute
+
+// handMover is the coordinator's replica move by hand (POST
+// /v1/admin/shards/{id}/move), in builds that have it.
+type handMover interface {
+	MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error)
+}
+
+// apiBackend is the coordinator as the HTTP API sees it: a replica moved
+// by hand first pauses rebalancing for manualPause, so whichever node
+// balances does not move it back at once.
+type apiBackend struct {
+	*kv.Coordinator
+	s *Server
+}
+
+// MoveReplica implements the API's replica move.
+func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error) {
+	m, ok := any(b.Coordinator).(handMover)
+	if !ok {
+		return shard.Descriptor{}, ErrMovesUnsupported
+	}
+	if err := b.s.members.PauseRebalancing(ctx, time.Now().Add(manualPause)); err != nil {
+		b.s.log.Warn("a replica moved by hand: pausing rebalancing", "err", err)
+	}
+	return m.MoveReplica(ctx, shardID, from, to)
+}
+
 // membership serves the admin API's membership routes.
 type membership struct {
 	mgr *cluster.Manager

@@ -378,7 +378,7 @@ func (s *Server) build() error {
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
 	}
-	api, err := httpapi.New(s.coord, acfg)
+	api, err := httpapi.New(apiBackend{s.coord, s}, acfg)
 	if err != nil {
 		return err
 	}

@@ -28,11 +28,14 @@ type Membership interface {
 // NodesAnswer is GET /v1/admin/nodes.
 type NodesAnswer struct {
 	// Version of the record (it grows with every change).
-	Version  uint64                 `json:"version"`
-	Members  []cluster.Member       `json:"members"`
-	UsedIDs  []uint64               `json:"used_ids"`
-	Settings cluster.Settings       `json:"settings"`
-	Balancer cluster.BalancerStatus `json:"balancer"`
+	Version  uint64           `json:"version"`
+	Members  []cluster.Member `json:"members"`
+	UsedIDs  []uint64         `json:"used_ids"`
+	Settings cluster.Settings `json:"settings"`
+	// PausedUntil (Unix nanoseconds): rebalancing waits until then after
+	// a replica moved by hand.
+	PausedUntil int64                  `json:"rebalance_paused_until,omitempty"`
+	Balancer    cluster.BalancerStatus `json:"balancer"`
 }
 
 // maxAdminBody bounds an admin request's JSON body.
@@ -71,7 +74,7 @@ func (a *api) adminNodes(w http.ResponseWriter, r *http.Request) {
 		a.membershipError(w, err)
 		return
 	}
-	writeJSON(w, NodesAnswer{Version: ver, Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, Balancer: m.Balancer()})
+	writeJSON(w, NodesAnswer{Version: ver, Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, PausedUntil: rec.PausedUntil, Balancer: m.Balancer()})
 }
 
 // adminJoin serves POST /v1/admin/nodes/join with a cluster.JoinRequest.
