@@ -354,8 +354,9 @@ func (s *Server) membersChanged(rec cluster.Record) {
 			s.log.Warn("membership: persisting the peers", "err", err)
 		}
 	}
-	if r := rec.Settings.SnapshotRate; r != nil {
-		s.snapshotRate.Store(*r)
+	if r := rec.Settings.SnapshotRate; r != nil && s.snapshotRate.Swap(*r) != *r {
+		s.tr.SetSnapshotRate(*r)
+		s.log.Info("snapshot rate set", "bytes_per_sec", *r)
 	}
 }
 
@@ -379,9 +380,10 @@ func (s *Server) markRemoved(why error) {
 // cluster (decommissioned or declared dead): `cairn serve` exits.
 func (s *Server) Removed() <-chan struct{} { return s.removed }
 
-// SnapshotRate is the cluster's snapshot rate setting in bytes/s (0:
-// unlimited): the --snapshot-rate flag until PUT /v1/admin/settings sets
-// one for the cluster.
+// SnapshotRate is the snapshot rate in force in bytes/s (0: unlimited):
+// the --snapshot-rate flag until PUT /v1/admin/settings sets one for the
+// cluster. The transport paces this node's outgoing snapshot streams to
+// it, all together.
 func (s *Server) SnapshotRate() int64 { return s.snapshotRate.Load() }
 
 // goBG runs f under s.bg.

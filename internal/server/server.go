@@ -350,6 +350,7 @@ func (s *Server) build() error {
 		return err
 	}
 	s.tr = tr
+	tr.SetSnapshotRate(cfg.SnapshotRate)
 	var nodeTr transport.Transport = tr
 	if s.faulty != nil {
 		s.faulty.Wrap(tr)

@@ -84,6 +84,9 @@ type GRPC struct {
 	cfg Config
 	srv *grpc.Server
 	lis net.Listener
+	// snapPace bounds the bytes/s of every outgoing snapshot stream
+	// together (SetSnapshotRate).
+	snapPace pacer
 	// peers is replaced whole (copy on write) under peersMu by SetPeer and
 	// RemovePeer, and read without a lock on every send.
 	peers   atomic.Pointer[map[uint64]*peer]
@@ -348,6 +351,9 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data S
 		}
 		if err != nil {
 			return fmt.Errorf("transport: snapshot to %d: read: %w", to, err)
+		}
+		if err := t.snapPace.wait(ctx, len(chunk)); err != nil {
+			return err
 		}
 		if err := s.SendMsg(&frame{b: chunk}); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreachable, err)
