@@ -47,6 +47,9 @@ type MemberInfo struct {
 	PeerAddr  string `json:"peer_addr"`
 	HTTPAddr  string `json:"http_addr,omitempty"` // "" when the answering node could not learn it
 	Reachable bool   `json:"reachable"`
+	// State in the membership record (active, decommissioning); "" before
+	// the answering node has read it.
+	State string `json:"state,omitempty"`
 }
 
 // ShardInfo describes one shard as the answering node sees it.

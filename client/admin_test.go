@@ -5,26 +5,39 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/shard"
 )
 
 // The client's types decode everything the server's types encode, field
 // for field (a field added on one side only fails here).
 func TestAdminTypesMatchServer(t *testing.T) {
+	three, rate, off := 3, int64(1<<20), false
 	for _, c := range []struct{ server, client any }{
 		{kv.ClusterInfo{NodeID: 1, Replication: 3,
-			Members: []kv.MemberInfo{{NodeID: 1, PeerAddr: "p", HTTPAddr: "h", Reachable: true}},
+			Members: []kv.MemberInfo{{NodeID: 1, PeerAddr: "p", HTTPAddr: "h", Reachable: true, State: "active"}},
 			Shards:  []kv.ShardInfo{{ID: 1, TokenStart: "0", TokenEnd: "10000000000000000", Epoch: 2, Replicas: []uint64{1, 2, 3}, Leader: 2, Term: 4, Applied: 5, Commit: 6}}},
 			&ClusterInfo{}},
 		{kv.NodeStatus{NodeID: 1, HTTPAddr: "h", PeerAddr: "p", Replicas: 2, Leaders: 1, Replication: 3, ShardCount: 4, UptimeSec: 1.5, Version: "v",
 			Disk: &kv.DiskState{Refusing: kv.DiskFull, Injected: true, FreeBytes: 1, ReserveBytes: 2, UsedBytes: 3, QuotaBytes: 4}}, &NodeStatus{}},
 		{[]kv.ShardHash{{Shard: 1, Applied: 2, Hash: "ab"}}, &[]ShardHash{}},
+		{httpapi.NodesAnswer{Version: 9, Members: []cluster.Member{{ID: 1, HTTPAddr: "h", PeerAddr: "p", State: cluster.Active}},
+			UsedIDs: []uint64{1, 2}, Settings: cluster.Settings{TransferLimit: &three, SnapshotRate: &rate, Rebalance: &off},
+			PausedUntil: 77, Balancer: cluster.BalancerStatus{Leading: true, InFlight: []cluster.Move{{Shard: 1, From: 2, To: 3, Reason: cluster.Repair}},
+				Moved: 4, PausedUntil: time.Unix(5, 0).UTC()}}, &Nodes{}},
+		{cluster.JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p"}, &JoinRequest{}},
+		{cluster.JoinResponse{Members: []cluster.Member{{ID: 1, PeerAddr: "p", State: cluster.Dead}}, Replication: 3,
+			Shards: []shard.Descriptor{{ID: 1, Replicas: []uint64{1}, Epoch: 2}}}, &JoinResponse{}},
 	} {
 		raw, err := json.Marshal(c.server)
 		if err != nil {
@@ -105,5 +118,63 @@ func TestAdmin(t *testing.T) {
 	cl, _ := New([]string{"127.0.0.1:1", srv.URL}, Options{})
 	if ci, err := cl.Cluster(ctx); err != nil || ci.NodeID != 2 {
 		t.Fatalf("Client.Cluster: %+v %v", ci, err)
+	}
+}
+
+func TestAdminMembershipCalls(t *testing.T) {
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got = append(got, r.Method+" "+r.URL.RequestURI()+" "+string(body))
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/join"):
+			w.WriteHeader(http.StatusConflict)
+			_, _ = w.Write([]byte(`{"error":"node_id_in_use","message":"node 4 is a member"}`))
+		case r.URL.Path == "/v1/admin/nodes":
+			_, _ = w.Write([]byte(`{"members":[{"id":1,"peer_addr":"p1","state":"active"}],"used_ids":[1],"settings":{"transfer_limit":3},"balancer":{"leading":true,"in_flight":[],"moved":2}}`))
+		default:
+			_, _ = w.Write([]byte(`{"id":2,"peer_addr":"p2","state":"dead","transfer_limit":4}`))
+		}
+	}))
+	defer srv.Close()
+	a := NewAdmin(srv.URL, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err := a.Join(ctx, JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p"})
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != 409 || ae.Code != "node_id_in_use" {
+		t.Fatalf("join refusal: %v", err)
+	}
+	n, err := a.Nodes(ctx)
+	if err != nil || len(n.Members) != 1 || *n.Settings.TransferLimit != 3 || n.Balancer.Moved != 2 {
+		t.Fatalf("nodes: %+v %v", n, err)
+	}
+	if m, err := a.RemoveDead(ctx, 2); err != nil || m.State != "dead" {
+		t.Fatalf("remove dead: %+v %v", m, err)
+	}
+	if _, err := a.Decommission(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	limit := 4
+	if s, err := a.SetSettings(ctx, Settings{TransferLimit: &limit}); err != nil || *s.TransferLimit != 4 {
+		t.Fatalf("settings: %+v %v", s, err)
+	}
+	if err := a.MoveShard(ctx, 3, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`POST /v1/admin/nodes/join {"node_id":4,"http_addr":"h","peer_addr":"p"}`,
+		`GET /v1/admin/nodes `,
+		`POST /v1/admin/nodes/2/remove?dead=true `,
+		`POST /v1/admin/nodes/2/decommission `,
+		`PUT /v1/admin/settings {"transfer_limit":4}`,
+	}
+	for i, w := range want {
+		if got[i] != w {
+			t.Errorf("call %d: %q, want %q", i, got[i], w)
+		}
+	}
+	if last := got[len(got)-1]; !strings.HasPrefix(last, "POST /v1/admin/shards/3/move?from=1&timeout=") || !strings.Contains(last, "&to=2") {
+		t.Errorf("move call %q", last)
 	}
 }

@@ -29,7 +29,8 @@ type demoOpts struct {
 	// DIR/certs, made on the first secure run).
 	secure bool
 	// auth starts the nodes with --auth and prints the first admin token.
-	auth bool
+	auth    bool
+	addNode bool
 }
 
 func newDemoCmd() *cobra.Command {
@@ -52,6 +53,9 @@ under DIR/certs on the first secure run (and reused after).`,
 			if o.nodes < 1 || o.nodes > 64 {
 				return usageError{fmt.Errorf("--nodes must be in [1, 64]")}
 			}
+			if o.addNode {
+				return runDemoAddNode(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
 			return runDemo(cmd.Context(), o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
@@ -65,6 +69,7 @@ under DIR/certs on the first secure run (and reused after).`,
 	f.IntVar(&o.replication, "replication", 0, "replicas per shard (default min(3, nodes))")
 	f.BoolVar(&o.auth, "auth", false, "start the nodes with --auth (bearer tokens with roles) and print the first admin token")
 	f.BoolVar(&o.secure, "secure", false, "TLS on both ports: HTTPS for clients and mutual TLS between nodes, with a CA and certificates made (once) under DIR/certs")
+	f.BoolVar(&o.addNode, "add-node", false, "start one more node that joins the demo running at --http-port (run it in another terminal)")
 	return cmd
 }
 
@@ -337,6 +342,8 @@ Try:
   %[4]s get greeting
   etcdctl --endpoints=%[5]s put a 1 && etcdctl --endpoints=%[5]s get a
 
+Grow it from another terminal: cairn demo --add-node --http-port %[6]d
+
 Ctrl-C stops every node.
-`, a, b, curl, kv, c.Node(1).EtcdAddr)
+`, a, b, curl, kv, c.Node(1).EtcdAddr, o.httpPort)
 }

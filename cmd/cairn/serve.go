@@ -39,6 +39,10 @@ func newServeCmd() *cobra.Command {
 		tlsFiles, peerTLS                  security.Files
 		clientAuth                         string
 		authOn                             bool
+		join                               []string
+		deadNodeTimeout                    time.Duration
+		transferLimit                      int
+		snapshotRate                       int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -46,15 +50,27 @@ func newServeCmd() *cobra.Command {
 		Long: `Run one Cairn node. On first start the node bootstraps its shards from
 --initial-cluster, --shards and --replication; on restart it recovers from
 --data-dir and ignores bootstrap flags that conflict with what it persisted
-(with a warning).`,
+(with a warning).
+
+A node with an empty --data-dir joins a running cluster with --join
+http://HOST:PORT[,...] instead of --initial-cluster: the cluster admits it
+(refusing an id in use elsewhere or ever removed), tells it the members and
+shards, and its balancer moves replicas onto it. It restarts without
+--join. See docs/operations.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			peers, err := server.ParseCluster(initialCluster)
-			if err != nil {
-				return err
-			}
 			if nodeID == 0 {
 				return fmt.Errorf("--node-id is required (a positive integer)")
+			}
+			var peers map[uint64]string
+			if len(join) == 0 || cmd.Flags().Changed("initial-cluster") {
+				if len(join) > 0 {
+					return usageError{fmt.Errorf("--join and --initial-cluster exclude each other: a joining node learns the members from the cluster")}
+				}
+				var err error
+				if peers, err = server.ParseCluster(initialCluster); err != nil {
+					return err
+				}
 			}
 			if peerAddr == "" {
 				peerAddr = peers[nodeID]
@@ -80,6 +96,7 @@ func newServeCmd() *cobra.Command {
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
 				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
+				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 			})
 			if err != nil {
 				return err
@@ -87,9 +104,14 @@ func newServeCmd() *cobra.Command {
 			srv.Start()
 			sig := make(chan os.Signal, 1)
 			signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-			s := <-sig
-			slog.Info("stopping", "signal", s.String())
-			return stopWithin(srv, sig, stopTimeout)
+			select {
+			case s := <-sig:
+				slog.Info("stopping", "signal", s.String())
+				return stopWithin(srv, sig, stopTimeout)
+			case <-srv.Removed():
+				_ = stopWithin(srv, sig, stopTimeout)
+				return fmt.Errorf("node %d was removed from the cluster; it exits and will refuse to start on this data dir", nodeID)
+			}
 		},
 	}
 	f := cmd.Flags()
@@ -114,6 +136,10 @@ func newServeCmd() *cobra.Command {
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
 	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
 	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
+	f.StringSliceVar(&join, "join", nil, "join the running cluster of these node URLs (http://host:port, comma separated) instead of bootstrapping; needs an empty --data-dir and explicit --http-addr and --peer-addr")
+	f.DurationVar(&deadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node silent this long is declared dead and its replicas replaced (negative: never)")
+	f.IntVar(&transferLimit, "transfer-limit", 2, "replica moves touching one node at once (PUT /v1/admin/settings changes it cluster-wide)")
+	f.Int64Var(&snapshotRate, "snapshot-rate", 0, "snapshot streaming bound in bytes/s, 0 unlimited (PUT /v1/admin/settings changes it cluster-wide)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")
 	f.StringVar(&tlsFiles.Key, "tls-key", "", "client port: PEM private key of --tls-cert")

@@ -42,6 +42,9 @@ lowest id at the first start with --auth, in its DATA-DIR/admin-token.`,
 				}
 				hc.Transport = &http.Transport{TLSClientConfig: cfg}
 			}
+			if f := cmd.Flags().Lookup("endpoint"); f != nil {
+				endpoint = f.Value.String() // cairn admin's --endpoint
+			}
 			tok, err := createToken(cmd.Context(), hc, normalizeEndpoint(endpoint), token, role)
 			if err != nil {
 				return err
@@ -52,12 +55,11 @@ lowest id at the first start with --auth, in its DATA-DIR/admin-token.`,
 	}
 	f := create.Flags()
 	f.StringVar(&role, "role", "read", "the token's role: read, write or admin")
-	f.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "a node's URL")
 	f.StringVar(&token, "token", "", "an admin token (default: $CAIRN_TOKEN)")
 	f.StringVar(&ca, "ca", "", "https:// endpoint: the CA that signed the nodes' certificates")
 	f.StringVar(&cert, "cert", "", "client certificate for nodes started with --tls-client-auth")
 	f.StringVar(&key, "key", "", "private key of --cert")
-	f.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of the request")
+	timeout = 10 * time.Second
 	cmd.AddCommand(create)
 	return cmd
 }

@@ -39,10 +39,10 @@ func TestTokenCreate(t *testing.T) {
 	}
 	srv := httptest.NewServer(a.Middleware(http.NotFoundHandler(), &auth.Counters{}, slog.Default()))
 	defer srv.Close()
-	cmd := newTokenCmd()
+	cmd := newAdminCmd()
 	var out strings.Builder
 	cmd.SetOut(&out)
-	cmd.SetArgs([]string{"create", "--role", "write", "--endpoint", srv.URL, "--token", admin})
+	cmd.SetArgs([]string{"--endpoint", srv.URL, "token", "create", "--role", "write", "--token", admin})
 	if err := cmd.Execute(); err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,9 @@ type MemberInfo struct {
 	PeerAddr  string `json:"peer_addr"`
 	HTTPAddr  string `json:"http_addr,omitempty"`
 	Reachable bool   `json:"reachable"`
+	// State is the member's state in the membership record (active,
+	// decommissioning); empty before the node has read the record.
+	State string `json:"state,omitempty"`
 }
 
 // ShardInfo describes one shard as seen by the answering node.

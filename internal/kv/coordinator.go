@@ -68,6 +68,10 @@ type Coordinator struct {
 		leaders map[uint64]uint64 // shard -> last known leader (remote shards)
 		// httpAddrs: node -> HTTP address it last reported (Cluster).
 		httpAddrs map[uint64]string
+		// peers and states: the members and their states (SetMembers);
+		// peers starts as Config.Peers.
+		peers  map[uint64]string
+		states map[uint64]string
 	}
 }
 
@@ -111,6 +115,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c := &Coordinator{cfg: cfg, started: time.Now()}
 	c.mu.leaders = map[uint64]uint64{}
 	c.mu.httpAddrs = map[uint64]string{}
+	c.mu.peers = cfg.Peers
 	return c, nil
 }
 

@@ -70,8 +70,9 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 			c.mu.httpAddrs[node] = v.HTTPAddr
 		}
 	}
-	for id, addr := range c.cfg.Peers {
-		m := MemberInfo{NodeID: id, PeerAddr: addr, HTTPAddr: c.mu.httpAddrs[id], Reachable: c.cfg.Transport.Reachable(id)}
+	for id, addr := range c.mu.peers {
+		m := MemberInfo{NodeID: id, PeerAddr: addr, HTTPAddr: c.mu.httpAddrs[id], Reachable: c.cfg.Transport.Reachable(id),
+			State: c.mu.states[id]}
 		if id == c.cfg.NodeID {
 			m.HTTPAddr, m.Reachable = c.cfg.HTTPAddr, true
 		}
@@ -106,6 +107,35 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 	return ci
 }
 
+// Member is one member as SetMembers takes it.
+type Member struct {
+	ID                 uint64
+	HTTPAddr, PeerAddr string
+	State              string
+}
+
+// SetMembers replaces the members Cluster lists and asks (the membership
+// record's members that have not left, as the node last read it).
+func (c *Coordinator) SetMembers(ms []Member) {
+	peers, states := map[uint64]string{}, map[uint64]string{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range ms {
+		peers[m.ID], states[m.ID] = m.PeerAddr, m.State
+		if m.HTTPAddr != "" && m.ID != c.cfg.NodeID {
+			c.mu.httpAddrs[m.ID] = m.HTTPAddr
+		}
+	}
+	c.mu.peers, c.mu.states = peers, states
+}
+
+// peers returns the members' peer addresses.
+func (c *Coordinator) peers() map[uint64]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.peers
+}
+
 // clusterNeedsPeers reports whether Cluster lacks a member's HTTP address
 // or a leader its own replicas cannot name.
 func (c *Coordinator) clusterNeedsPeers() bool {
@@ -116,7 +146,7 @@ func (c *Coordinator) clusterNeedsPeers() bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for id := range c.cfg.Peers {
+	for id := range c.mu.peers {
 		if id != c.cfg.NodeID && c.mu.httpAddrs[id] == "" {
 			return true
 		}
@@ -134,9 +164,10 @@ func (c *Coordinator) askPeers(ctx context.Context) map[uint64]wire.NodeInfo {
 		info wire.NodeInfo
 		ok   bool
 	}
-	answers := make(chan answer, len(c.cfg.Peers))
+	peers := c.peers()
+	answers := make(chan answer, len(peers))
 	asked := 0
-	for id := range c.cfg.Peers {
+	for id := range peers {
 		if id == c.cfg.NodeID {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
 )
 
@@ -49,5 +50,32 @@ func TestClusterFromANodeWithoutEveryShard(t *testing.T) {
 	ci := c.nodes[1].coord.Cluster(context.Background())
 	if len(ci.Members) != 5 || ci.Members[4].HTTPAddr != "http-5" {
 		t.Fatalf("after node 5 left: members %+v", ci.Members)
+	}
+}
+
+// Cluster lists the members SetMembers gave, with their states: a member
+// added at run time at once, a member left out no more.
+func TestClusterListsSetMembers(t *testing.T) {
+	c := newCluster(t, 3, 3, replica.Config{})
+	n := c.nodes[1]
+	n.coord.SetMembers([]kv.Member{
+		{ID: 1, PeerAddr: "p1", State: "active"},
+		{ID: 2, PeerAddr: "p2", State: "decommissioning"},
+		{ID: 3, PeerAddr: "p3", State: "active"},
+		{ID: 4, PeerAddr: "p4", HTTPAddr: "h4", State: "active"},
+	})
+	ci := n.coord.Cluster(context.Background())
+	if len(ci.Members) != 4 {
+		t.Fatalf("members %+v", ci.Members)
+	}
+	if m := ci.Members[3]; m.NodeID != 4 || m.HTTPAddr != "h4" || m.State != "active" {
+		t.Fatalf("new member %+v", m)
+	}
+	if m := ci.Members[1]; m.State != "decommissioning" {
+		t.Fatalf("member 2 %+v", m)
+	}
+	n.coord.SetMembers([]kv.Member{{ID: 1, PeerAddr: "p1", State: "active"}, {ID: 3, PeerAddr: "p3", State: "active"}})
+	if ci := n.coord.Cluster(context.Background()); len(ci.Members) != 2 {
+		t.Fatalf("members after 2 and 4 left: %+v", ci.Members)
 	}
 }

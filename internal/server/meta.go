@@ -16,6 +16,13 @@ type identity struct {
 	Replication int               `json:"replication"`
 	Peers       map[uint64]string `json:"peers"`
 	Map         shard.Map         `json:"map"`
+	// Joined: the node joined a running cluster (--join) rather than
+	// bootstrapping one; it never writes the membership record from its
+	// peers.
+	Joined bool `json:"joined,omitempty"`
+	// Removed: the cluster removed this node (decommissioned or declared
+	// dead); it refuses to start.
+	Removed bool `json:"removed,omitempty"`
 }
 
 var metaKey = storage.MetaKey("identity")

@@ -11,12 +11,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
 	etcdapi "github.com/cairn-db/cairn/internal/api/etcd"
 	httpapi "github.com/cairn-db/cairn/internal/api/http"
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -103,6 +105,22 @@ type Config struct {
 	PeerTLS security.Files
 	// Auth requires bearer tokens with roles on the client port (auth.go).
 	Auth bool
+	// Join lists base URLs of running nodes: a node with no data joins
+	// their cluster through the first that answers instead of
+	// bootstrapping from InitialCluster (members.go).
+	Join []string
+	// MembersPoll is how often the node reads the membership record.
+	// Default 1s.
+	MembersPoll time.Duration
+	// DeadNodeTimeout: a member silent this long is declared dead by the
+	// balancer. Default 5m; negative disables.
+	DeadNodeTimeout time.Duration
+	// TransferLimit bounds the replica moves touching one node at once
+	// (until PUT /v1/admin/settings sets one). Default 2.
+	TransferLimit int
+	// SnapshotRate bounds snapshot streaming in bytes/s (0: unlimited),
+	// until PUT /v1/admin/settings sets one; Server.SnapshotRate.
+	SnapshotRate int64
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -162,6 +180,23 @@ type Server struct {
 	authCounters auth.Counters
 	authDone     chan struct{}
 	peers        map[uint64]string
+
+	// Membership (members.go): the record's manager and the balancer,
+	// run under bg until bgCancel.
+	nodeTr      transport.Transport
+	members     *cluster.Manager
+	balancer    *cluster.Balancer
+	bg          sync.WaitGroup
+	bgCtx       context.Context
+	bgCancel    context.CancelFunc
+	idMu        sync.Mutex
+	identity    identity
+	removed     chan struct{}
+	removedOnce sync.Once
+	// snapshotRate is the snapshot rate in force, bytes/s (0: unlimited).
+	snapshotRate atomic.Int64
+	// fallbackNext rotates readThroughPeer's first member.
+	fallbackNext atomic.Uint64
 }
 
 // faults is the node's fault hook for the admin API.
@@ -206,6 +241,15 @@ func (c Config) EnsureDefaults() Config {
 	if c.GroupCommitDelay > 0 && c.GroupCommitWrites == 0 {
 		c.GroupCommitWrites = 256
 	}
+	if c.MembersPoll == 0 {
+		c.MembersPoll = time.Second
+	}
+	if c.DeadNodeTimeout == 0 {
+		c.DeadNodeTimeout = 5 * time.Minute
+	}
+	if c.TransferLimit == 0 {
+		c.TransferLimit = 2
+	}
 	return c
 }
 
@@ -226,6 +270,12 @@ func (c Config) Validate() error {
 		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
 	case c.QuotaBytes < 0:
 		return errors.New("server: quota bytes cannot be negative (0: no quota)")
+	case len(c.Join) > 0 && checkJoinAddr("--http-addr", c.HTTPAddr) != nil:
+		return checkJoinAddr("--http-addr", c.HTTPAddr)
+	case len(c.Join) > 0 && checkJoinAddr("--peer-addr", c.PeerAddr) != nil:
+		return checkJoinAddr("--peer-addr", c.PeerAddr)
+	case c.MembersPoll < 0 || c.TransferLimit < 0 || c.SnapshotRate < 0:
+		return errors.New("server: members poll, transfer limit and snapshot rate cannot be negative")
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
@@ -242,8 +292,10 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log}
+	s := &Server{cfg: cfg, log: log, removed: make(chan struct{})}
 	s.stopping, s.beginsStop = context.WithCancel(context.Background())
+	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
+	s.snapshotRate.Store(cfg.SnapshotRate)
 	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize, ValueSeparation: cfg.ValueSeparation}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
@@ -286,7 +338,16 @@ func (s *Server) build() error {
 	if err != nil {
 		return err
 	}
-	if !found {
+	bootstrap := true // the store may create replicas' initial state
+	switch {
+	case found && id.Removed:
+		return removedError(id.NodeID)
+	case !found && len(cfg.Join) > 0:
+		if id, err = s.join(); err != nil {
+			return err
+		}
+		s.fresh, bootstrap = true, false
+	case !found:
 		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
 			return fmt.Errorf("server: node id %d is not in --initial-cluster", cfg.NodeID)
 		}
@@ -305,8 +366,18 @@ func (s *Server) build() error {
 		}
 		id = identity{NodeID: cfg.NodeID, Replication: cfg.Replication, Peers: cfg.InitialCluster, Map: m}
 		s.fresh = true
-	} else {
+	default:
 		s.warnConflicts(id)
+		if len(cfg.Join) > 0 {
+			s.log.Info("ignoring --join: the data dir already belongs to a cluster member")
+		}
+	}
+	s.identity = id
+	if cfg.PeerAddr == "" {
+		// A restart without --peer-addr listens where the cluster knows
+		// this node.
+		cfg.PeerAddr = id.Peers[id.NodeID]
+		s.cfg.PeerAddr = cfg.PeerAddr
 	}
 	if err := id.Map.Validate(); err != nil {
 		return err
@@ -320,7 +391,7 @@ func (s *Server) build() error {
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
 		Replica: rc, Logger: s.log,
-	}, s.fresh)
+	}, s.fresh && bootstrap)
 	if err != nil {
 		return err
 	}
@@ -351,6 +422,7 @@ func (s *Server) build() error {
 		return err
 	}
 	s.tr = tr
+	tr.SetSnapshotRate(cfg.SnapshotRate)
 	var nodeTr transport.Transport = tr
 	if s.faulty != nil {
 		s.faulty.Wrap(tr)
@@ -366,18 +438,22 @@ func (s *Server) build() error {
 		return err
 	}
 	h.coord = s.coord
+	s.nodeTr = nodeTr
+	if err := s.buildMembership(id); err != nil {
+		return err
+	}
 	reg := prometheus.NewRegistry()
 	registerMetrics(reg, s)
 	registerTLSMetrics(reg, s)
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
-		Stopping: s.stopping,
+		Stopping: s.stopping, Members: membership{s.members, s.balancer},
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}
 	}
-	api, err := httpapi.New(s.coord, acfg)
+	api, err := httpapi.New(apiBackend{s.coord, s}, acfg)
 	if err != nil {
 		return err
 	}
@@ -459,6 +535,7 @@ func (s *Server) Start() {
 		}
 	}()
 	s.serveEtcd()
+	s.startMembership()
 	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "etcd", s.EtcdAddr(), "fresh", s.fresh,
 		"client_tls", !s.cfg.TLS.IsZero(), "peer_tls", !s.cfg.PeerTLS.IsZero(),
 		"replicas", len(s.store.Replicas()))
@@ -481,6 +558,8 @@ func (s *Server) Stop(ctx context.Context) error {
 	if s.authDone != nil {
 		<-s.authDone
 	}
+	s.bgCancel()
+	s.bg.Wait()
 	s.closeAll()
 	return nil
 }

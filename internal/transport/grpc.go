@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
 
@@ -88,14 +89,23 @@ func (c Config) Validate() error {
 
 // GRPC is the real transport.
 type GRPC struct {
-	cfg    Config
-	srv    *grpc.Server
-	lis    net.Listener
-	peers  map[uint64]*peer
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	stats  counters
+	cfg Config
+	srv *grpc.Server
+	lis net.Listener
+	// snapPace bounds the bytes/s of every outgoing snapshot stream
+	// together (SetSnapshotRate).
+	snapPace pacer
+	// peers is replaced whole (copy on write) under peersMu by SetPeer and
+	// RemovePeer, and read without a lock on every send.
+	peers   atomic.Pointer[map[uint64]*peer]
+	peersMu sync.Mutex
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stats   counters
+	// dialCreds secure the connections to peers (mutual TLS with
+	// Config.ClientTLS, else none).
+	dialCreds credentials.TransportCredentials
 }
 
 var _ Transport = (*GRPC)(nil)
@@ -106,6 +116,10 @@ type peer struct {
 	conn      *grpc.ClientConn
 	queue     chan []Envelope
 	reachable atomic.Bool
+	// stop ends the peer's sender (RemovePeer, or SetPeer with a new
+	// address).
+	ctx  context.Context
+	stop context.CancelFunc
 }
 
 // NewGRPC listens and starts one sender goroutine per peer.
@@ -121,42 +135,109 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 			return nil, fmt.Errorf("transport: listen %s: %w", cfg.ListenAddr, err)
 		}
 	}
-	t := &GRPC{cfg: cfg, lis: lis, peers: map[uint64]*peer{}}
+	t := &GRPC{cfg: cfg, lis: lis}
+	t.peers.Store(&map[uint64]*peer{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	srvOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg)}
-	dialCreds := insecure.NewCredentials()
+	t.dialCreds = insecure.NewCredentials()
 	if cfg.ServerTLS != nil {
 		srvOpts = append(srvOpts, grpc.Creds(newCountingCreds(cfg.ServerTLS, &t.stats, cfg.Logger)))
-		dialCreds = newCountingCreds(cfg.ClientTLS, &t.stats, cfg.Logger)
+		t.dialCreds = newCountingCreds(cfg.ClientTLS, &t.stats, cfg.Logger)
 	}
 	t.srv = grpc.NewServer(srvOpts...)
 	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler, cfg: cfg, stats: &t.stats,
 		snapSem: make(chan struct{}, cfg.MaxIncomingSnapshots)})
 	for id, addr := range cfg.Peers {
-		if id == cfg.NodeID {
-			continue
-		}
-		conn, err := grpc.NewClient(addr,
-			grpc.WithContextDialer(dialFrom(lis.Addr())),
-			grpc.WithTransportCredentials(dialCreds),
-			grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
-			grpc.WithConnectParams(grpc.ConnectParams{
-				Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
-				MinConnectTimeout: time.Second,
-			}))
-		if err != nil {
+		if err := t.SetPeer(id, addr); err != nil {
 			t.Close()
-			return nil, fmt.Errorf("transport: peer %d at %s: %w", id, addr, err)
+			return nil, err
 		}
-		p := &peer{id: id, addr: addr, conn: conn, queue: make(chan []Envelope, cfg.QueueLen)}
-		p.reachable.Store(true)
-		t.peers[id] = p
-		t.wg.Add(1)
-		go func() { defer t.wg.Done(); t.sendLoop(p) }()
 	}
 	t.wg.Add(1)
 	go func() { defer t.wg.Done(); _ = t.srv.Serve(lis) }()
 	return t, nil
+}
+
+// SetPeer adds node id at addr to the address book, or moves it there:
+// a node that changed its address gets a new connection and sender (what
+// was queued for the old one is dropped, as on any broken stream). The
+// local node and an unchanged address are no-ops.
+func (t *GRPC) SetPeer(id uint64, addr string) error {
+	if id == t.cfg.NodeID || id == 0 {
+		return nil
+	}
+	t.peersMu.Lock()
+	defer t.peersMu.Unlock()
+	if t.ctx.Err() != nil {
+		return ErrClosed
+	}
+	old := *t.peers.Load()
+	if p, ok := old[id]; ok && p.addr == addr {
+		return nil
+	}
+	conn, err := grpc.NewClient(addr,
+		grpc.WithContextDialer(dialFrom(t.lis.Addr())),
+		grpc.WithTransportCredentials(t.dialCreds),
+		grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
+		grpc.WithConnectParams(grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: 50 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+			MinConnectTimeout: time.Second,
+		}))
+	if err != nil {
+		return fmt.Errorf("transport: peer %d at %s: %w", id, addr, err)
+	}
+	p := &peer{id: id, addr: addr, conn: conn, queue: make(chan []Envelope, t.cfg.QueueLen)}
+	p.ctx, p.stop = context.WithCancel(t.ctx)
+	p.reachable.Store(true)
+	next := make(map[uint64]*peer, len(old)+1)
+	for k, v := range old {
+		next[k] = v
+	}
+	next[id] = p
+	t.peers.Store(&next)
+	if prev, ok := old[id]; ok {
+		t.cfg.Logger.Info("peer address changed", "peer", id, "from", prev.addr, "to", addr)
+		prev.stop()
+		prev.conn.Close()
+	}
+	t.wg.Add(1)
+	go func() { defer t.wg.Done(); t.sendLoop(p) }()
+	return nil
+}
+
+// RemovePeer drops node id from the address book: its sender stops and
+// what is sent to it is dropped (ErrUnknownPeer for requests).
+func (t *GRPC) RemovePeer(id uint64) {
+	t.peersMu.Lock()
+	defer t.peersMu.Unlock()
+	old := *t.peers.Load()
+	p, ok := old[id]
+	if !ok {
+		return
+	}
+	next := make(map[uint64]*peer, len(old))
+	for k, v := range old {
+		if k != id {
+			next[k] = v
+		}
+	}
+	t.peers.Store(&next)
+	p.stop()
+	p.conn.Close()
+}
+
+// PeerAddrs returns the address book (node id -> peer address).
+func (t *GRPC) PeerAddrs() map[uint64]string {
+	out := map[uint64]string{}
+	for id, p := range *t.peers.Load() {
+		out[id] = p.addr
+	}
+	return out
+}
+
+func (t *GRPC) peer(id uint64) (*peer, bool) {
+	p, ok := (*t.peers.Load())[id]
+	return p, ok
 }
 
 // dialFrom returns a dialer whose connections leave from the host of the
@@ -179,7 +260,7 @@ func (t *GRPC) Addr() string { return t.lis.Addr().String() }
 
 // Send implements Transport.
 func (t *GRPC) Send(to uint64, envs []Envelope) {
-	p, ok := t.peers[to]
+	p, ok := t.peer(to)
 	if !ok {
 		return
 	}
@@ -215,7 +296,7 @@ func (t *GRPC) sendLoop(p *peer) {
 		var envs []Envelope
 		select {
 		case envs = <-p.queue:
-		case <-t.ctx.Done():
+		case <-p.ctx.Done():
 			return
 		}
 	drain:
@@ -248,7 +329,7 @@ func (t *GRPC) sendLoop(p *peer) {
 }
 
 func (t *GRPC) openStream(p *peer) (grpc.ClientStream, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(t.ctx)
+	ctx, cancel := context.WithCancel(p.ctx)
 	s, err := p.conn.NewStream(ctx, &serviceDesc.Streams[0], "/cairn.Peer/Raft")
 	if err != nil {
 		cancel()
@@ -261,7 +342,7 @@ func (t *GRPC) openStream(p *peer) (grpc.ClientStream, context.CancelFunc, error
 // data), then one frame per chunk. gRPC's flow control blocks SendMsg
 // while the receiver is behind, so at most a few chunks are in memory.
 func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data SnapshotReader) error {
-	p, ok := t.peers[to]
+	p, ok := t.peer(to)
 	if !ok {
 		return ErrUnknownPeer
 	}
@@ -288,6 +369,9 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data S
 		if err != nil {
 			return fmt.Errorf("transport: snapshot to %d: read: %w", to, err)
 		}
+		if err := t.snapPace.wait(ctx, len(chunk)); err != nil {
+			return err
+		}
 		if err := s.SendMsg(&frame{b: chunk}); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreachable, err)
 		}
@@ -304,7 +388,7 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data S
 
 // Request implements Transport.
 func (t *GRPC) Request(ctx context.Context, to uint64, req *wire.Request) (*wire.Response, error) {
-	p, ok := t.peers[to]
+	p, ok := t.peer(to)
 	if !ok {
 		return nil, ErrUnknownPeer
 	}
@@ -328,17 +412,19 @@ func (t *GRPC) Reachable(to uint64) bool {
 	if to == t.cfg.NodeID {
 		return true
 	}
-	p, ok := t.peers[to]
+	p, ok := t.peer(to)
 	return ok && p.reachable.Load()
 }
 
 // Close stops the server and every sender.
 func (t *GRPC) Close() error {
+	t.peersMu.Lock()
 	t.cancel()
+	t.peersMu.Unlock()
 	if t.srv != nil {
 		t.srv.Stop()
 	}
-	for _, p := range t.peers {
+	for _, p := range *t.peers.Load() {
 		p.conn.Close()
 	}
 	t.wg.Wait()

@@ -46,6 +46,9 @@ type Config struct {
 	// traces) end with it, so a shutdown never waits on them. Default:
 	// never ends.
 	Stopping context.Context
+	// Members serves the membership admin routes (/v1/admin/nodes…,
+	// /v1/admin/settings); nil answers them 503.
+	Members Membership
 	// MaxScans bounds the full-data scans (/v1/admin/hashes) running at
 	// once; more get 503. Default 1.
 	MaxScans int
@@ -131,6 +134,7 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 	mux.Handle("/v1/admin/shards/", a.wrap("admin", false, a.adminShards))
 	mux.Handle("/metrics", promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{}))
 	a.debugRoutes(mux)
+	a.memberRoutes(mux)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
 	})

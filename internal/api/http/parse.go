@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/http1"
 	"github.com/cairn-db/cairn/internal/kv"
 )
@@ -153,6 +154,10 @@ func (a *api) checkKey(w http.ResponseWriter, key []byte) bool {
 	}
 	if len(key) > a.cfg.MaxKeySize {
 		badRequest(w, fmt.Sprintf("key of %d bytes is over the limit of %d", len(key), a.cfg.MaxKeySize))
+		return false
+	}
+	if cluster.IsReserved(key) {
+		writeError(w, http.StatusBadRequest, "reserved_key", "keys beginning with byte 0x00 are reserved for the system")
 		return false
 	}
 	return true

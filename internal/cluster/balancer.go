@@ -1,0 +1,404 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/shard"
+)
+
+// Mover is what the balancer needs of the store: the live shard
+// descriptors and replica moves. Each call may take long (a snapshot
+// transfer); it is idempotent and resumable.
+type Mover interface {
+	Descriptors() []shard.Descriptor
+	// MoveReplica moves shard's replica on from (which may be dead) to to.
+	MoveReplica(ctx context.Context, shardID, from, to uint64) error
+	// AddReplica adds a replica of shard on to (as a learner only if
+	// learnerOnly).
+	AddReplica(ctx context.Context, shardID, to uint64, learnerOnly bool) error
+	// RemoveReplica removes shard's replica on node.
+	RemoveReplica(ctx context.Context, shardID, node uint64) error
+}
+
+// Prober tells whether a node answers now.
+type Prober interface {
+	Alive(ctx context.Context, node uint64) bool
+}
+
+// BalancerConfig configures a Balancer.
+type BalancerConfig struct {
+	NodeID  uint64
+	Manager *Manager
+	Mover   Mover
+	Prober  Prober
+	// Leads reports whether this node leads shard 1 now: only that node
+	// balances. Required.
+	Leads       func() bool
+	Replication int
+	// Interval between two rounds. Default 2s.
+	Interval time.Duration
+	// DeadNodeTimeout: a member not answering for this long is declared
+	// dead (when enough active nodes remain to replace its replicas).
+	// Default 5m; negative disables.
+	DeadNodeTimeout time.Duration
+	// TransferLimit bounds the moves touching one node at once, unless the
+	// record's settings say otherwise. Default 2.
+	TransferLimit int
+	// MaxMoves bounds the moves planned in one round. Default 8.
+	MaxMoves int
+	// MoveTimeout bounds one move. Default 10m.
+	MoveTimeout time.Duration
+	// RetryAfter: a shard whose move failed gets no other for this long.
+	// Default 30s.
+	RetryAfter time.Duration
+	// ManualPause: a change of a shard's replicas the balancer did not
+	// make (cairn admin shard move) pauses rebalancing for this long, so
+	// the balancer does not undo an operator's move at once; repairs go
+	// on. Default 2m; negative: never pause.
+	ManualPause time.Duration
+	// Now is the clock. Default time.Now.
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// EnsureDefaults returns c with its zero fields set to their defaults.
+func (c BalancerConfig) EnsureDefaults() BalancerConfig {
+	if c.Interval == 0 {
+		c.Interval = 2 * time.Second
+	}
+	if c.DeadNodeTimeout == 0 {
+		c.DeadNodeTimeout = 5 * time.Minute
+	}
+	if c.TransferLimit == 0 {
+		c.TransferLimit = 2
+	}
+	if c.MaxMoves == 0 {
+		c.MaxMoves = 8
+	}
+	if c.MoveTimeout == 0 {
+		c.MoveTimeout = 10 * time.Minute
+	}
+	if c.RetryAfter == 0 {
+		c.RetryAfter = 30 * time.Second
+	}
+	if c.ManualPause == 0 {
+		c.ManualPause = 2 * time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports the first field of a filled config out of range.
+func (c BalancerConfig) Validate() error {
+	switch {
+	case c.NodeID == 0 || c.Manager == nil || c.Mover == nil || c.Prober == nil || c.Leads == nil:
+		return errors.New("cluster: BalancerConfig needs NodeID, Manager, Mover, Prober and Leads")
+	case c.Replication < 1:
+		return fmt.Errorf("cluster: Replication %d: want at least 1", c.Replication)
+	case c.Interval <= 0 || c.MoveTimeout <= 0 || c.RetryAfter <= 0:
+		return errors.New("cluster: Interval, MoveTimeout and RetryAfter must be positive")
+	case c.TransferLimit < 1 || c.MaxMoves < 1:
+		return fmt.Errorf("cluster: TransferLimit %d and MaxMoves %d: want at least 1", c.TransferLimit, c.MaxMoves)
+	}
+	return nil
+}
+
+// Balancer keeps replicas placed (see the package doc).
+type Balancer struct {
+	cfg BalancerConfig
+	wg  sync.WaitGroup
+	mu  struct {
+		sync.Mutex
+		leading  bool
+		inflight map[uint64]Move // by shard
+		failed   map[uint64]time.Time
+		lastSeen map[uint64]time.Time
+		moved    uint64
+		// epochs is each shard's epoch seen last round (empty: not
+		// balancing); touched holds the shards this balancer moved
+		// lately: zero while the move runs, then when it ended.
+		epochs  map[uint64]uint64
+		touched map[uint64]time.Time
+		// pausedUntil: no rebalancing before (a manual move was seen).
+		pausedUntil time.Time
+	}
+}
+
+// NewBalancer returns a Balancer; Run starts it.
+func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
+	cfg = cfg.EnsureDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	b := &Balancer{cfg: cfg}
+	b.mu.inflight = map[uint64]Move{}
+	b.mu.failed = map[uint64]time.Time{}
+	b.mu.lastSeen = map[uint64]time.Time{}
+	b.mu.epochs = map[uint64]uint64{}
+	b.mu.touched = map[uint64]time.Time{}
+	return b, nil
+}
+
+// BalancerStatus is what GET /v1/admin/nodes shows of the balancer.
+type BalancerStatus struct {
+	// Leading: this node runs the balancer (it leads shard 1).
+	Leading  bool   `json:"leading"`
+	InFlight []Move `json:"in_flight"`
+	// Moved counts the moves this node finished.
+	Moved uint64 `json:"moved"`
+	// PausedUntil: rebalancing waits until then after a manual move (zero
+	// when not paused).
+	PausedUntil time.Time `json:"paused_until,omitzero"`
+}
+
+// Status reports what the balancer does now.
+func (b *Balancer) Status() BalancerStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	st := BalancerStatus{Leading: b.mu.leading, Moved: b.mu.moved, InFlight: []Move{}}
+	if b.cfg.Now().Before(b.mu.pausedUntil) {
+		st.PausedUntil = b.mu.pausedUntil
+	}
+	for _, mv := range b.mu.inflight {
+		st.InFlight = append(st.InFlight, mv)
+	}
+	return st
+}
+
+// Run runs a round every Interval until ctx ends, then waits for the
+// moves it started (their contexts end with ctx).
+func (b *Balancer) Run(ctx context.Context) {
+	t := time.NewTicker(b.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			b.wg.Wait()
+			return
+		case <-t.C:
+		}
+		if err := b.Round(ctx); err != nil && ctx.Err() == nil {
+			b.cfg.Logger.Debug("balancer round", "err", err)
+		}
+	}
+}
+
+// Wait waits for the moves started by Round.
+func (b *Balancer) Wait() { b.wg.Wait() }
+
+// Round runs one round: when this node leads shard 1, read the record,
+// probe the members, declare dead the silent ones, mark drained
+// decommissioning nodes removed, and start the moves the planner asks for.
+func (b *Balancer) Round(ctx context.Context) error {
+	if !b.cfg.Leads() {
+		b.mu.Lock()
+		b.mu.leading = false
+		clear(b.mu.lastSeen)
+		clear(b.mu.epochs)
+		b.mu.Unlock()
+		return nil
+	}
+	rec, err := b.cfg.Manager.Read(ctx)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.mu.leading = true
+	b.mu.Unlock()
+	if rec, err = b.detectDead(ctx, rec); err != nil {
+		return err
+	}
+	descs := b.cfg.Mover.Descriptors()
+	if rec, err = b.finishDecommissions(ctx, rec, descs); err != nil {
+		return err
+	}
+	limit := b.cfg.TransferLimit
+	if rec.Settings.TransferLimit != nil {
+		limit = *rec.Settings.TransferLimit
+	}
+	now := b.cfg.Now()
+	b.mu.Lock()
+	b.noticeManualLocked(descs, now)
+	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
+		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
+	for _, mv := range b.mu.inflight {
+		in.InFlight = append(in.InFlight, mv)
+	}
+	for _, d := range descs {
+		// A shard whose move failed lately sits out a while.
+		if t, ok := b.mu.failed[d.ID]; ok && now.Sub(t) < b.cfg.RetryAfter {
+			in.Skip = append(in.Skip, d.ID)
+		}
+		in.Shards = append(in.Shards, d)
+	}
+	b.mu.Unlock()
+	for _, mv := range Plan(in) {
+		b.start(ctx, mv)
+	}
+	return nil
+}
+
+// touchGrace is how long after its move ends a shard's changes are still
+// taken as the balancer's own.
+const touchGrace = 30 * time.Second
+
+// noticeManualLocked pauses rebalancing when a shard's epoch changed
+// since the last round without this balancer moving it (an operator's
+// move), and records the epochs.
+func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
+	first := len(b.mu.epochs) == 0
+	for _, d := range descs {
+		prev, seen := b.mu.epochs[d.ID]
+		ended, ours := b.mu.touched[d.ID]
+		if !first && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+			if !now.Before(b.mu.pausedUntil) {
+				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
+					"epoch", d.Epoch, "for", b.cfg.ManualPause)
+			}
+			b.mu.pausedUntil = now.Add(b.cfg.ManualPause)
+		}
+		b.mu.epochs[d.ID] = d.Epoch
+		// This node's view of a shard it does not lead may show the
+		// move's last steps a little after the move returned.
+		if ours && !ended.IsZero() && now.Sub(ended) > touchGrace {
+			delete(b.mu.touched, d.ID)
+		}
+	}
+}
+
+// start runs mv in its own goroutine.
+func (b *Balancer) start(ctx context.Context, mv Move) {
+	b.mu.Lock()
+	b.mu.inflight[mv.Shard] = mv
+	b.mu.touched[mv.Shard] = time.Time{}
+	b.mu.Unlock()
+	b.cfg.Logger.Info("balancer: moving a replica", "shard", mv.Shard, "from", mv.From, "to", mv.To, "reason", mv.Reason)
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		mctx, cancel := context.WithTimeout(ctx, b.cfg.MoveTimeout)
+		defer cancel()
+		var err error
+		if mv.From == 0 {
+			err = b.cfg.Mover.AddReplica(mctx, mv.Shard, mv.To, false)
+		} else {
+			err = b.cfg.Mover.MoveReplica(mctx, mv.Shard, mv.From, mv.To)
+		}
+		b.mu.Lock()
+		delete(b.mu.inflight, mv.Shard)
+		b.mu.touched[mv.Shard] = b.cfg.Now()
+		if err != nil {
+			b.mu.failed[mv.Shard] = b.cfg.Now()
+		} else {
+			delete(b.mu.failed, mv.Shard)
+			b.mu.moved++
+		}
+		b.mu.Unlock()
+		if err != nil {
+			b.cfg.Logger.Warn("balancer: move failed; the shard waits before another", "shard", mv.Shard,
+				"from", mv.From, "to", mv.To, "err", err, "retry_after", b.cfg.RetryAfter)
+		} else {
+			b.cfg.Logger.Info("balancer: replica moved", "shard", mv.Shard, "from", mv.From, "to", mv.To)
+		}
+	}()
+}
+
+// detectDead probes every other active or decommissioning member and
+// declares dead one silent for DeadNodeTimeout, if enough active nodes
+// remain to take its replicas.
+func (b *Balancer) detectDead(ctx context.Context, rec Record) (Record, error) {
+	if b.cfg.DeadNodeTimeout < 0 {
+		return rec, nil
+	}
+	type answer struct {
+		id    uint64
+		alive bool
+	}
+	var probed []uint64
+	for _, m := range rec.Members {
+		if m.ID != b.cfg.NodeID && !m.State.Gone() {
+			probed = append(probed, m.ID)
+		}
+	}
+	answers := make(chan answer, len(probed))
+	pctx, cancel := context.WithTimeout(ctx, min(b.cfg.Interval, time.Second))
+	defer cancel()
+	for _, id := range probed {
+		go func() { answers <- answer{id, b.cfg.Prober.Alive(pctx, id)} }()
+	}
+	now := b.cfg.Now()
+	var dead []uint64
+	b.mu.Lock()
+	for range probed {
+		a := <-answers
+		seen, ok := b.mu.lastSeen[a.id]
+		switch {
+		case a.alive || !ok:
+			// A member is first seen when this node starts balancing: a
+			// new balancer gives every member the whole timeout.
+			b.mu.lastSeen[a.id] = now
+		case now.Sub(seen) >= b.cfg.DeadNodeTimeout:
+			dead = append(dead, a.id)
+		}
+	}
+	b.mu.Unlock()
+	for _, id := range dead {
+		if rec.Count(Active)-1 < b.cfg.Replication {
+			b.cfg.Logger.Warn("balancer: a node is silent but too few active nodes remain to replace it; not declaring it dead",
+				"id", id, "timeout", b.cfg.DeadNodeTimeout)
+			continue
+		}
+		b.cfg.Logger.Warn("balancer: declaring a silent node dead", "id", id, "timeout", b.cfg.DeadNodeTimeout)
+		var err error
+		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.MarkDead(id) }); err != nil {
+			return rec, err
+		}
+	}
+	return rec, nil
+}
+
+// finishDecommissions marks removed every decommissioning member that
+// holds no replica and has no move in flight.
+func (b *Balancer) finishDecommissions(ctx context.Context, rec Record, descs []shard.Descriptor) (Record, error) {
+	for _, m := range rec.Members {
+		if m.State != Decommissioning || holds(descs, m.ID) || b.moving(m.ID) {
+			continue
+		}
+		var err error
+		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.MarkRemoved(m.ID) }); err != nil {
+			return rec, err
+		}
+		b.cfg.Logger.Info("balancer: node drained and removed", "id", m.ID)
+	}
+	return rec, nil
+}
+
+func holds(descs []shard.Descriptor, node uint64) bool {
+	for _, d := range descs {
+		if d.HasReplica(node) {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *Balancer) moving(node uint64) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, mv := range b.mu.inflight {
+		if mv.From == node || mv.To == node {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,399 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/cluster"
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// joinTimeout bounds a joining node's attempts (every --join URL, over and
+// over while the cluster answers "not ready").
+const joinTimeout = time.Minute
+
+// join asks the cluster at cfg.Join to admit this node and returns the
+// identity it starts with: no replica, the members as peers, the
+// cluster's shard map. A refusal (id in use, id removed) is final.
+func (s *Server) join() (identity, error) {
+	cfg := s.cfg
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	req := client.JoinRequest{NodeID: cfg.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr}
+	var last error
+	for {
+		for _, u := range cfg.Join {
+			actx, acancel := context.WithTimeout(ctx, 10*time.Second)
+			resp, err := client.NewAdmin(u, nil).Join(actx, req)
+			acancel()
+			if err == nil {
+				s.log.Info("joined the cluster", "via", u, "members", len(resp.Members))
+				return joinedIdentity(cfg.NodeID, resp)
+			}
+			var ae *client.Error
+			if errors.As(err, &ae) && (ae.Status == http.StatusConflict || ae.Status == http.StatusGone || ae.Status == http.StatusBadRequest) {
+				return identity{}, fmt.Errorf("server: the cluster at %s refused node %d: %s", u, cfg.NodeID, ae.Message)
+			}
+			last = err
+			s.log.Warn("join attempt failed; retrying", "via", u, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return identity{}, fmt.Errorf("server: could not join through %v within %s: %w", cfg.Join, joinTimeout, last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func joinedIdentity(id uint64, resp client.JoinResponse) (identity, error) {
+	var m shard.Map
+	if err := json.Unmarshal(resp.Shards, &m.Shards); err != nil {
+		return identity{}, fmt.Errorf("server: the join answer's shards: %w", err)
+	}
+	if err := m.Validate(); err != nil {
+		return identity{}, fmt.Errorf("server: the join answer's shards: %w", err)
+	}
+	peers := map[uint64]string{}
+	for _, mem := range resp.Members {
+		if mem.State != string(cluster.Removed) && mem.State != string(cluster.Dead) {
+			peers[mem.ID] = mem.PeerAddr
+		}
+	}
+	if resp.Replication < 1 {
+		return identity{}, fmt.Errorf("server: the join answer's replication %d", resp.Replication)
+	}
+	return identity{NodeID: id, Replication: resp.Replication, Peers: peers, Map: m, Joined: true}, nil
+}
+
+// recordKV is the membership record's KV: the coordinator's linearizable
+// read and compare-and-set write.
+type recordKV struct{ c *kv.Coordinator }
+
+func (r recordKV) Get(ctx context.Context, key []byte) ([]byte, uint64, error) {
+	v, err := r.c.Get(ctx, key, kv.ReadOptions{})
+	if errors.Is(err, kv.ErrNotFound) {
+		return nil, 0, cluster.ErrKeyNotFound
+	}
+	return v.Data, v.Version, err
+}
+
+func (r recordKV) CompareAndSet(ctx context.Context, key, value []byte, version uint64) (uint64, error) {
+	opts := kv.WriteOptions{Cond: kv.CondIfMatch, Version: version}
+	if version == 0 {
+		opts.Cond = kv.CondIfAbsent
+	}
+	v, _, err := r.c.Put(ctx, key, value, opts)
+	if errors.Is(err, kv.ErrPreconditionFailed) {
+		return 0, cluster.ErrVersionMismatch
+	}
+	return v, err
+}
+
+// prober asks a node for its NodeInfo over the transport.
+type prober struct {
+	self uint64
+	tr   transport.Transport
+}
+
+func (p prober) Alive(ctx context.Context, node uint64) bool {
+	req := &wire.Request{Kind: wire.KindNodeInfo, Sender: p.self}
+	if dl, ok := ctx.Deadline(); ok {
+		req.DeadlineUnixNano = dl.UnixNano()
+	}
+	resp, err := p.tr.Request(ctx, node, req)
+	return err == nil && resp.Status == wire.StatusOK
+}
+
+// ErrMovesUnsupported: this build's store cannot move replicas yet.
+var ErrMovesUnsupported = errors.New("server: replica moves are not supported by this store")
+
+// staticMover gives the balancer the node's shard map and refuses moves:
+// the store that moves replicas replaces it (Config.Mover).
+type staticMover struct{ m shard.Map }
+
+func (f staticMover) Descriptors() []shard.Descriptor { return f.m.Shards }
+func (staticMover) MoveReplica(context.Context, uint64, uint64, uint64) error {
+	return ErrMovesUnsupported
+}
+func (staticMover) AddReplica(context.Context, uint64, uint64, bool) error {
+	return ErrMovesUnsupported
+}
+func (staticMover) RemoveReplica(context.Context, uint64, uint64) error { return ErrMovesUnsupported }
+
+// manualPause is how long a replica moved by hand pauses rebalancing,
+// cluster-wide.
+const manualPause = 2 * time.Minute
+
+// handMover is the coordinator's replica move by hand (POST
+// /v1/admin/shards/{id}/move), in builds that have it.
+type handMover interface {
+	MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error)
+}
+
+// apiBackend is the coordinator as the HTTP API sees it: a replica moved
+// by hand first pauses rebalancing for manualPause, so whichever node
+// balances does not move it back at once.
+type apiBackend struct {
+	*kv.Coordinator
+	s *Server
+}
+
+// MoveReplica implements the API's replica move.
+func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error) {
+	m, ok := any(b.Coordinator).(handMover)
+	if !ok {
+		return shard.Descriptor{}, ErrMovesUnsupported
+	}
+	if err := b.s.members.PauseRebalancing(ctx, time.Now().Add(manualPause)); err != nil {
+		b.s.log.Warn("a replica moved by hand: pausing rebalancing", "err", err)
+	}
+	return m.MoveReplica(ctx, shardID, from, to)
+}
+
+// membership serves the admin API's membership routes.
+type membership struct {
+	mgr *cluster.Manager
+	bal *cluster.Balancer
+}
+
+func (m membership) Nodes(ctx context.Context) (cluster.Record, uint64, error) {
+	return m.mgr.ReadVersion(ctx)
+}
+func (m membership) Join(ctx context.Context, req cluster.JoinRequest) (cluster.JoinResponse, error) {
+	return m.mgr.Join(ctx, req)
+}
+func (m membership) Decommission(ctx context.Context, id uint64) (cluster.Member, error) {
+	return m.mgr.Decommission(ctx, id)
+}
+func (m membership) RemoveDead(ctx context.Context, id uint64) (cluster.Member, error) {
+	return m.mgr.RemoveDead(ctx, id)
+}
+func (m membership) SetSettings(ctx context.Context, st cluster.Settings) (cluster.Settings, error) {
+	return m.mgr.SetSettings(ctx, st)
+}
+func (m membership) Balancer() cluster.BalancerStatus { return m.bal.Status() }
+
+// buildMembership makes the manager and balancer (after the coordinator).
+func (s *Server) buildMembership(id identity) error {
+	var err error
+	// The store moves replicas once it can (it then implements
+	// cluster.Mover); until then the balancer plans but moves nothing.
+	var descs cluster.Mover = staticMover{id.Map}
+	if m, ok := any(s.store).(cluster.Mover); ok {
+		descs = m
+	}
+	s.members, err = cluster.NewManager(cluster.ManagerConfig{
+		NodeID: id.NodeID, KV: recordKV{s.coord}, Replication: id.Replication,
+		Descriptors: descs.Descriptors, PollInterval: s.cfg.MembersPoll, OnChange: s.membersChanged,
+		Fallback: s.readThroughPeer, Logger: s.log,
+	})
+	if err != nil {
+		return err
+	}
+	s.balancer, err = cluster.NewBalancer(cluster.BalancerConfig{
+		NodeID: id.NodeID, Manager: s.members, Mover: descs, Prober: prober{self: id.NodeID, tr: s.nodeTr},
+		Leads: s.leadsShardOne, Replication: id.Replication, DeadNodeTimeout: s.cfg.DeadNodeTimeout,
+		TransferLimit: s.cfg.TransferLimit, Logger: s.log,
+	})
+	return err
+}
+
+// leadsShardOne reports whether this node leads the first shard of the
+// map (shard 1 at bootstrap): the balancer runs there.
+func (s *Server) leadsShardOne() bool {
+	r := s.store.Replica(1)
+	return r != nil && r.IsLeader()
+}
+
+// startMembership starts, under s.bg: writing or confirming the record
+// (bootstrap from --initial-cluster, then this node's addresses), the
+// record's poll, and the balancer.
+func (s *Server) startMembership() {
+	ctx := s.bgCtx
+	s.goBG(func() {
+		for try := 0; ; try++ {
+			err := s.registerSelf(ctx)
+			if err == nil || ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, cluster.ErrRemoved) {
+				s.markRemoved(err)
+				return
+			}
+			if try%30 == 29 {
+				s.log.Warn("membership: registering this node", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	})
+	s.goBG(func() { s.members.Run(ctx) })
+	s.goBG(func() { s.balancer.Run(ctx) })
+}
+
+// registerSelf writes the record if this node bootstraps the cluster and
+// none exists, then records this node's addresses in it.
+func (s *Server) registerSelf(ctx context.Context) error {
+	s.idMu.Lock()
+	joined, peers := s.identity.Joined, maps.Clone(s.identity.Peers)
+	s.idMu.Unlock()
+	if !joined && len(peers) > 0 {
+		if _, err := s.members.Bootstrap(ctx, peers); err != nil {
+			return err
+		}
+	}
+	_, err := s.members.Register(ctx, advertised(s.HTTPAddr()), advertised(s.tr.Addr()))
+	return err
+}
+
+// advertised is a listen address as others can dial it: "" (keep what
+// the record has) when its host is unspecified (0.0.0.0, ::).
+func advertised(addr string) string {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return ""
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return ""
+	}
+	return addr
+}
+
+// checkJoinAddr checks an address a joining node tells the cluster.
+func checkJoinAddr(flag, addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || advertised(addr) == "" || host == "" || port == "0" {
+		return fmt.Errorf("server: --join needs %s as host:port that other nodes can dial (not %q)", flag, addr)
+	}
+	return nil
+}
+
+// readThroughPeer reads the record through another member's HTTP API
+// (GET /v1/admin/nodes, a linearizable read there), the members tried in
+// turn from the next after the last that answered.
+func (s *Server) readThroughPeer(ctx context.Context) (cluster.Record, uint64, error) {
+	rec, ok := s.members.Cached()
+	if !ok {
+		return cluster.Record{}, 0, cluster.ErrNotReady
+	}
+	var others []cluster.Member
+	for _, m := range rec.Members {
+		if m.ID != s.identity.NodeID && !m.State.Gone() && m.HTTPAddr != "" {
+			others = append(others, m)
+		}
+	}
+	if len(others) == 0 {
+		return cluster.Record{}, 0, cluster.ErrNotReady
+	}
+	start := int(s.fallbackNext.Add(1))
+	var last error
+	for i := range others {
+		m := others[(start+i)%len(others)]
+		n, err := client.NewAdmin(m.HTTPAddr, nil).Nodes(ctx)
+		if err != nil {
+			last = err
+			continue
+		}
+		out := cluster.Record{UsedIDs: n.UsedIDs}
+		for _, cm := range n.Members {
+			out.Members = append(out.Members, cluster.Member{ID: cm.ID, HTTPAddr: cm.HTTPAddr, PeerAddr: cm.PeerAddr, State: cluster.State(cm.State)})
+		}
+		if n.Settings.TransferLimit != nil || n.Settings.SnapshotRate != nil {
+			out.Settings = cluster.Settings{TransferLimit: n.Settings.TransferLimit, SnapshotRate: n.Settings.SnapshotRate}
+		}
+		return out, n.Version, nil
+	}
+	return cluster.Record{}, 0, last
+}
+
+// membersChanged applies a new record: the transport's address book,
+// the coordinator's member list, the persisted peers, and this node's own
+// removal.
+func (s *Server) membersChanged(rec cluster.Record) {
+	var ms []kv.Member
+	for _, m := range rec.Members {
+		if m.State == cluster.Removed {
+			// Drained: it holds nothing. A dead node stays in the book:
+			// should it still run, it keeps hearing from its shards until
+			// they replace it, and learns its state.
+			s.tr.RemovePeer(m.ID)
+			continue
+		}
+		if err := s.tr.SetPeer(m.ID, m.PeerAddr); err != nil {
+			s.log.Warn("membership: peer address", "peer", m.ID, "addr", m.PeerAddr, "err", err)
+		}
+		if m.State == cluster.Dead {
+			continue
+		}
+		ms = append(ms, kv.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, PeerAddr: m.PeerAddr, State: string(m.State)})
+	}
+	s.coord.SetMembers(ms)
+	if me, ok := rec.Member(s.identity.NodeID); ok && me.State.Gone() {
+		s.markRemoved(fmt.Errorf("%w: node %d is %s", cluster.ErrRemoved, me.ID, me.State))
+		return
+	}
+	if peers := rec.Peers(); !maps.Equal(peers, s.identity.Peers) {
+		s.idMu.Lock()
+		s.identity.Peers = peers
+		id := s.identity
+		s.idMu.Unlock()
+		if err := saveIdentity(s.eng, id); err != nil {
+			s.log.Warn("membership: persisting the peers", "err", err)
+		}
+	}
+	if r := rec.Settings.SnapshotRate; r != nil && s.snapshotRate.Swap(*r) != *r {
+		s.tr.SetSnapshotRate(*r)
+		s.log.Info("snapshot rate set", "bytes_per_sec", *r)
+	}
+}
+
+// markRemoved persists that this node left the cluster for good and
+// tells Removed's readers.
+func (s *Server) markRemoved(why error) {
+	s.removedOnce.Do(func() {
+		s.log.Error("this node was removed from the cluster; it will refuse to start again", "why", why)
+		s.idMu.Lock()
+		s.identity.Removed = true
+		id := s.identity
+		s.idMu.Unlock()
+		if err := saveIdentity(s.eng, id); err != nil {
+			s.log.Warn("membership: persisting the removal", "err", err)
+		}
+		close(s.removed)
+	})
+}
+
+// Removed is closed when this node learns it was removed from the
+// cluster (decommissioned or declared dead): `cairn serve` exits.
+func (s *Server) Removed() <-chan struct{} { return s.removed }
+
+// SnapshotRate is the snapshot rate in force in bytes/s (0: unlimited):
+// the --snapshot-rate flag until PUT /v1/admin/settings sets one for the
+// cluster. The transport paces this node's outgoing snapshot streams to
+// it, all together.
+func (s *Server) SnapshotRate() int64 { return s.snapshotRate.Load() }
+
+// goBG runs f under s.bg.
+func (s *Server) goBG(f func()) {
+	s.bg.Add(1)
+	go func() { defer s.bg.Done(); f() }()
+}
+
+// removedError is the error of a node whose data dir says it was removed.
+func removedError(id uint64) error {
+	return fmt.Errorf("server: node %d was removed from the cluster (its data dir says so) and cannot rejoin; "+
+		"start a new node with a new --node-id and an empty --data-dir", id)
+}
