@@ -3,6 +3,7 @@ package backup
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -76,6 +77,17 @@ type Config struct {
 	Parallel int
 	// Progress, when set, receives a line per shard.
 	Progress io.Writer
+	// Access: TLS for https:// nodes and a bearer token for nodes with
+	// --auth (an admin token). Default: plain HTTP, no token.
+	Access Access
+}
+
+// Access is how the tool reaches the nodes: TLS (the nodes' CA and, where
+// they require one, a client certificate) for https:// endpoints, and a
+// bearer token for nodes started with --auth.
+type Access struct {
+	TLS   *tls.Config
+	Token string
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -102,12 +114,42 @@ func (c Config) Validate() error {
 	return nil
 }
 
-// h2c is an HTTP client that speaks HTTP/2 without TLS (prior knowledge):
-// nodes serve backup streams over HTTP/2 only.
-func h2c() *http.Client {
+// httpClient speaks HTTP/2 to the nodes, which serve backup streams over
+// HTTP/2 only: over TLS (ALPN h2) when Access has TLS, else without TLS
+// (prior knowledge); with the token in every request.
+func (a Access) httpClient() *http.Client {
 	p := new(http.Protocols)
-	p.SetUnencryptedHTTP2(true)
-	return &http.Client{Transport: &http.Transport{Protocols: p}}
+	tr := &http.Transport{Protocols: p}
+	if a.TLS != nil {
+		p.SetHTTP2(true)
+		tr.TLSClientConfig = a.TLS.Clone()
+	} else {
+		p.SetUnencryptedHTTP2(true)
+	}
+	var rt http.RoundTripper = tr
+	if a.Token != "" {
+		rt = bearer{next: tr, token: a.Token}
+	}
+	return &http.Client{Transport: rt}
+}
+
+// scheme is the URL scheme of the nodes.
+func (a Access) scheme() string {
+	if a.TLS != nil {
+		return "https://"
+	}
+	return "http://"
+}
+
+type bearer struct {
+	next  http.RoundTripper
+	token string
+}
+
+func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(req)
 }
 
 // Backup takes a backup of the cluster cfg.Endpoint belongs to.
@@ -120,7 +162,8 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 		return Manifest{}, err
 	}
 	m := Manifest{Format: wire.BackupFormat, Endpoint: cfg.Endpoint, Started: time.Now().UTC()}
-	ci, err := client.NewAdmin(cfg.Endpoint, nil).Cluster(ctx)
+	hc := cfg.Access.httpClient()
+	ci, err := client.NewAdmin(cfg.Endpoint, hc).Cluster(ctx)
 	if err != nil {
 		return m, fmt.Errorf("backup: reading the cluster from %s: %w", cfg.Endpoint, err)
 	}
@@ -129,7 +172,6 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	for _, mem := range ci.Members {
 		addrs[mem.NodeID] = mem.HTTPAddr
 	}
-	hc := h2c()
 	var (
 		mu   sync.Mutex
 		errs []error
@@ -141,7 +183,7 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 		sem <- struct{}{}
 		go func(s client.ShardInfo) {
 			defer func() { <-sem; wg.Done() }()
-			sb, err := backupShard(ctx, hc, s, addrs, cfg.Dir)
+			sb, err := backupShard(ctx, hc, cfg.Access.scheme(), s, addrs, cfg.Dir)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -170,7 +212,7 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 
 // backupShard streams shard s from its leader (else another replica) into
 // dir, checking the stream as it is written.
-func backupShard(ctx context.Context, hc *http.Client, s client.ShardInfo, addrs map[uint64]string, dir string) (ShardBackup, error) {
+func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.ShardInfo, addrs map[uint64]string, dir string) (ShardBackup, error) {
 	nodes := append([]uint64{s.Leader}, s.Replicas...)
 	var last error
 	// A node may be down or the shard in an election: try every replica,
@@ -187,7 +229,7 @@ func backupShard(ctx context.Context, hc *http.Client, s client.ShardInfo, addrs
 			if n == 0 || addrs[n] == "" {
 				continue
 			}
-			sb, err := fetchShard(ctx, hc, s.ID, n, addrs[n], dir)
+			sb, err := fetchShard(ctx, hc, scheme, s.ID, n, addrs[n], dir)
 			if err == nil {
 				return sb, nil
 			}
@@ -203,8 +245,9 @@ func backupShard(ctx context.Context, hc *http.Client, s client.ShardInfo, addrs
 // shardRounds is how many times a shard's replicas are each tried.
 const shardRounds = 3
 
-func fetchShard(ctx context.Context, hc *http.Client, shard, node uint64, addr, dir string) (ShardBackup, error) {
-	url := fmt.Sprintf("http://%s/v1/admin/backup/shards/%d", strings.TrimPrefix(addr, "http://"), shard)
+func fetchShard(ctx context.Context, hc *http.Client, scheme string, shard, node uint64, addr, dir string) (ShardBackup, error) {
+	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
+	url := fmt.Sprintf("%s%s/v1/admin/backup/shards/%d", scheme, addr, shard)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return ShardBackup{}, err

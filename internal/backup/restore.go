@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -67,6 +68,9 @@ type RestoreConfig struct {
 	Timeout time.Duration
 	// Progress, when set, receives a line per shard.
 	Progress io.Writer
+	// Access: TLS and a bearer token (a write token) for the target's
+	// nodes, as in Config.
+	Access Access
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -111,7 +115,15 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 	if err != nil {
 		return st, err
 	}
-	cl, err := client.New(cfg.Endpoints, client.Options{Timeout: cfg.Timeout})
+	tr := &http.Transport{MaxIdleConnsPerHost: cfg.Workers, ForceAttemptHTTP2: cfg.Access.TLS != nil}
+	if cfg.Access.TLS != nil {
+		tr.TLSClientConfig = cfg.Access.TLS.Clone()
+	}
+	var rt http.RoundTripper = tr
+	if cfg.Access.Token != "" {
+		rt = bearer{next: tr, token: cfg.Access.Token}
+	}
+	cl, err := client.New(cfg.Endpoints, client.Options{Timeout: cfg.Timeout, HTTP: &http.Client{Transport: rt}})
 	if err != nil {
 		return st, err
 	}

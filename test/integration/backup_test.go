@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/backup"
+	"github.com/cairn-db/cairn/internal/lab/launcher"
 )
 
 // TestBackupUnderLoadRestoreElsewhere takes `cairn backup` of a
@@ -149,4 +151,61 @@ func testBackupRoute(t *testing.T, c *cluster) {
 func lastLine(s string) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	return l[len(l)-1]
+}
+
+// TestBackupOfASecureCluster backs up a cluster with TLS on both ports and
+// --auth (an admin token, the CA), refuses without the token, and restores
+// into a plain cluster.
+func TestBackupOfASecureCluster(t *testing.T) {
+	tc := &launcher.TLS{Dir: filepath.Join(t.TempDir(), "certs")}
+	lc, err := launcher.New(launcher.Config{Bin: binary, Nodes: 3, Dir: t.TempDir(), Shards: 6,
+		StopTimeout: exitTimeout, SysProcAttr: sysProcAttr, TLS: tc, Extra: []string{"--auth"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lc.Close)
+	if err := lc.StartAll(); err != nil {
+		t.Fatal(err)
+	}
+	var admin string
+	eventually(t, readyTimeout, func() string {
+		b, err := os.ReadFile(filepath.Join(lc.Node(1).Dir, "admin-token"))
+		if err != nil {
+			return err.Error()
+		}
+		admin = strings.TrimSpace(string(b))
+		return ""
+	})
+	hc := trusting(t, false, tc.CAFile())
+	for i := range 50 {
+		req, _ := http.NewRequest("PUT", fmt.Sprintf("%s/v1/kv/sec-%d", lc.URL(1+i%3), i), strings.NewReader(fmt.Sprint("v", i)))
+		req.Header.Set("Authorization", "Bearer "+admin)
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 201 {
+			t.Fatalf("PUT sec-%d: %s", i, resp.Status)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "backup")
+	out, err := exec.Command(binary, "backup", "--endpoint", lc.URL(2), "--ca", tc.CAFile(), "--to", dir).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "401") {
+		t.Fatalf("backup without a token: %v\n%s; want a 401 refusal", err, out)
+	}
+	_ = os.RemoveAll(dir)
+	out, err = exec.Command(binary, "backup", "--endpoint", lc.URL(2), "--ca", tc.CAFile(), "--token", admin, "--to", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("backup with the CA and an admin token: %v\n%s", err, out)
+	}
+	dst := newCluster(t, 3)
+	if out, err := exec.Command(binary, "restore", "--from", dir, "--endpoints", dst.url(1)).CombinedOutput(); err != nil {
+		t.Fatalf("restore: %v\n%s", err, out)
+	}
+	for i := range 50 {
+		if r := dst.do("GET", dst.v1URL(1+i%3, fmt.Sprint("sec-", i), ""), nil); r.code != 200 || r.body != fmt.Sprint("v", i) {
+			t.Fatalf("sec-%d after restore: %v", i, r)
+		}
+	}
 }
