@@ -1,6 +1,7 @@
 package launcher
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cairn-db/cairn/client"
 )
@@ -204,8 +206,16 @@ func (c *Cluster) Log(id int) string {
 }
 
 // hasFlag reports whether `bin serve` knows flag (binaries of earlier
-// Cairn versions, run by A/B comparisons, may not).
+// Cairn versions, run by A/B comparisons, may not). The probe is bounded:
+// a stand-in binary that does not answer --help counts as not knowing it.
 func hasFlag(bin, flag string) bool {
-	out, _ := exec.Command(bin, "serve", "--help").CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), flagProbeTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, "serve", "--help")
+	cmd.WaitDelay = time.Second
+	out, _ := cmd.CombinedOutput()
 	return strings.Contains(string(out), flag+" ")
 }
+
+// flagProbeTimeout bounds hasFlag (cairn answers --help in milliseconds).
+const flagProbeTimeout = 2 * time.Second
