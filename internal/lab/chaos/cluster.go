@@ -43,6 +43,8 @@ type Cluster struct {
 	mem map[int]memFigures
 	// backups are the backups backup faults took (under backupsMu).
 	backups []backupRun
+	// extra are the nodes faults started (add-node), under extraMu.
+	extra []extraNode
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {
@@ -156,12 +158,48 @@ func (c *Cluster) clientOptions(timeout time.Duration) client.Options {
 // WaitReady waits until every running node sees a running leader of every
 // shard (launcher.Cluster.WaitReady).
 func (c *Cluster) WaitReady(timeout time.Duration) error {
-	return c.Cluster.WaitReady(context.Background(), timeout)
+	if c.extraCount() == 0 {
+		return c.Cluster.WaitReady(context.Background(), timeout)
+	}
+	// Nodes a fault added (add-node) may lead shards the launcher does
+	// not know: every running node must see some leader of every shard.
+	deadline := time.Now().Add(timeout)
+	for {
+		why := c.leaderless()
+		if why == "" {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("chaos: cluster not ready after %v: %s", timeout, why)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// leaderless says which running node sees no leader of some shard ("":
+// none).
+func (c *Cluster) leaderless() string {
+	for i := 1; i <= c.Size(); i++ {
+		if !c.Running(i) {
+			continue
+		}
+		ci, err := c.Info(i)
+		if err != nil {
+			return fmt.Sprintf("node %d: %v", i, err)
+		}
+		for _, s := range ci.Shards {
+			if s.Leader == 0 {
+				return fmt.Sprintf("node %d sees no leader of shard %d", i, s.ID)
+			}
+		}
+	}
+	return ""
 }
 
 // Close kills every node (paused ones too) and removes the lab's cgroups
 // and netfilter chain.
 func (c *Cluster) Close() {
+	c.stopExtra()
 	if c.Cluster != nil {
 		c.Cluster.Close()
 	}

@@ -71,6 +71,10 @@ var Scenarios = map[string]Scenario{
 			return []Step{{Fault: backupFault{kill: true}, Target: "leader", At: 5 * time.Second, For: 10 * time.Second},
 				{Fault: backupFault{}, Target: "random", At: max(d-5*time.Second, 18*time.Second), For: time.Second}}
 		}},
+	"add-node": {Description: "a 4th node joins through node 1 under load (cairn serve --join); the balancer moves a share of the replicas onto it; the checks run as usual and the run reports its share", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: joinFault{}, Target: "node:1", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
+		}},
 	"leader-kill-partition": {Description: "kill -9 the leader of shard 1, then isolate the new leader (the short run of make test)", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: killFault{}, Target: "leader", At: 5 * time.Second, For: 6 * time.Second},
