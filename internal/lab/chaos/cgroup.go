@@ -265,6 +265,7 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 	pid := c.Pid(n)
 	rss := rssBytes(pid)
 	usage, _ := g.memoryUsage()
+	g.resetStats() // v1: the peak and limit hits at healing are this fault's
 	err := g.setMemory(f.memory)
 	if errors.Is(err, syscall.EBUSY) {
 		now, _ := g.memoryUsage()
@@ -346,9 +347,10 @@ type memFigures struct {
 	restarted               bool
 }
 
-// readMemFigures reads a memory group's peak charge (v1: since the last
-// resetStats, so this fault's; v2: since the group was made, the node's
-// start), how often it hit its limit and its OOM kills.
+// readMemFigures reads a memory group's peak charge (v1: since the
+// injection's resetStats, so this fault's; v2: since the group was made,
+// the node's start, preload included), how often it hit its limit and its
+// OOM kills (v1: since the node's group was made).
 func readMemFigures(dir string) memFigures {
 	f := memFigures{peak: -1, hits: -1, ooms: -1}
 	if v, ok := readInt(filepath.Join(dir, "memory.max_usage_in_bytes")); ok {
