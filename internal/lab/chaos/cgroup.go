@@ -274,6 +274,9 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 	if err != nil {
 		return err
 	}
+	// v1: the peak and limit hits at healing count from here, the limit
+	// in place (so the peak is what the node reached under it).
+	g.resetStats()
 	after, _ := g.memoryUsage()
 	c.Notef("RSS %d MB; group charged %d MB before the limit, %d MB after", rss>>20, usage>>20, after>>20)
 	start := time.Now()
@@ -346,9 +349,10 @@ type memFigures struct {
 	restarted               bool
 }
 
-// readMemFigures reads a memory group's peak charge (v1: since the last
-// resetStats, so this fault's; v2: since the group was made, the node's
-// start), how often it hit its limit and its OOM kills.
+// readMemFigures reads a memory group's peak charge (v1: since the limit
+// was set, so this fault's; v2: since the group was made, the node's
+// start, preload included), how often it hit its limit and its OOM kills
+// (v1: since the node's group was made).
 func readMemFigures(dir string) memFigures {
 	f := memFigures{peak: -1, hits: -1, ooms: -1}
 	if v, ok := readInt(filepath.Join(dir, "memory.max_usage_in_bytes")); ok {

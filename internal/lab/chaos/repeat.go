@@ -223,11 +223,13 @@ func ParseSweep(spec string) (kind string, values []float64, err error) {
 	return kind, values, nil
 }
 
-// roundTo rounds v to a tenth of step's precision (0.1-0.01*3 is 0.07,
-// not 0.06999999999999999).
+// roundTo rounds v to three decimals more than step has (0.1-0.01*3 is
+// 0.07, not 0.06999999999999999), through its decimal form so the
+// setting prints as typed.
 func roundTo(v, step float64) float64 {
-	q := step / 1000
-	return math.Round(v/q) * q
+	dec := max(0, int(math.Ceil(-math.Log10(step)))+3)
+	r, _ := strconv.ParseFloat(strconv.FormatFloat(v, 'f', dec, 64), 64)
+	return r
 }
 
 // SweepFault is the fault spec of a sweep's setting (ParseFault's form).

@@ -54,6 +54,12 @@ func TestParseSweep(t *testing.T) {
 	if err != nil || kind != "memory" || len(vs) != 10 || vs[0] != 512 || vs[9] != 224 {
 		t.Fatalf("memory: %s %v %v", kind, vs, err)
 	}
+	_, vs, _ = ParseSweep("cpu=0.1:0.05:0.01")
+	for i, want := range []string{"cpu=0.1", "cpu=0.09", "cpu=0.08", "cpu=0.07", "cpu=0.06", "cpu=0.05"} {
+		if got := SweepFault("cpu", vs[i]); got != want {
+			t.Errorf("step %d: %s, want %s", i, got, want)
+		}
+	}
 	if _, vs, _ := ParseSweep("memory=128:256:64"); len(vs) != 3 || vs[2] != 256 {
 		t.Fatalf("upward: %v", vs)
 	}
