@@ -128,7 +128,7 @@ func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context
 	}
 	var next http.RoundTripper = tr
 	if o.token != "" {
-		next = bearerTransport{next: tr, token: o.token}
+		next = client.WithToken(tr, o.token)
 	}
 	rt := &refusals{next: next, hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
 	c, err := client.New(eps, client.Options{Timeout: o.timeout, HTTP: &http.Client{Transport: rt}})

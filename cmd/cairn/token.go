@@ -90,15 +90,3 @@ func createToken(ctx context.Context, hc *http.Client, base, admin, role string)
 	}
 	return out.Token, nil
 }
-
-// bearerTransport adds a bearer token to every request.
-type bearerTransport struct {
-	next  http.RoundTripper
-	token string
-}
-
-func (b bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(req)
-}

@@ -128,7 +128,7 @@ func (a Access) httpClient() *http.Client {
 	}
 	var rt http.RoundTripper = tr
 	if a.Token != "" {
-		rt = bearer{next: tr, token: a.Token}
+		rt = client.WithToken(tr, a.Token)
 	}
 	return &http.Client{Transport: rt}
 }
@@ -139,17 +139,6 @@ func (a Access) scheme() string {
 		return "https://"
 	}
 	return "http://"
-}
-
-type bearer struct {
-	next  http.RoundTripper
-	token string
-}
-
-func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
-	req = req.Clone(req.Context())
-	req.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(req)
 }
 
 // Backup takes a backup of the cluster cfg.Endpoint belongs to.

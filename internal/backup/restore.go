@@ -121,7 +121,7 @@ func Restore(ctx context.Context, cfg RestoreConfig) (RestoreStats, error) {
 	}
 	var rt http.RoundTripper = tr
 	if cfg.Access.Token != "" {
-		rt = bearer{next: tr, token: cfg.Access.Token}
+		rt = client.WithToken(tr, cfg.Access.Token)
 	}
 	cl, err := client.New(cfg.Endpoints, client.Options{Timeout: cfg.Timeout, HTTP: &http.Client{Transport: rt}})
 	if err != nil {
