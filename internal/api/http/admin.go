@@ -40,14 +40,11 @@ func (a *api) adminHashes(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "this node cannot hash its replicas")
 		return
 	}
-	select {
-	case a.scans <- struct{}{}:
-		defer func() { <-a.scans }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "a full-data scan is already running on this node")
+	release, ok := a.scanSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	hs, err := h.ShardHashes()
 	if err != nil {
 		writeBackendError(w, a.cfg.Logger, err)
@@ -112,4 +109,18 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 		a.cfg.Faults.ClockOffset(d, name == "clock-jump")
 	}
 	writeJSON(w, map[string]string{"status": "ok"})
+}
+
+// scanSlot takes the node's slot for a full-data scan (hashes, a backup
+// stream): at most one runs at a time. When another holds it, it answers
+// 503 busy with Retry-After and reports false.
+func (a *api) scanSlot(w http.ResponseWriter) (release func(), ok bool) {
+	select {
+	case a.scans <- struct{}{}:
+		return func() { <-a.scans }, true
+	default:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "busy", "a full-data scan is already running on this node")
+		return nil, false
+	}
 }

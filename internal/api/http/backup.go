@@ -45,14 +45,11 @@ func (a *api) adminBackup(w http.ResponseWriter, r *http.Request) {
 			"a shard backup is a long stream: ask for it over HTTP/2 (h2c prior knowledge, or h2 over TLS), as cairn backup does")
 		return
 	}
-	select {
-	case a.scans <- struct{}{}:
-		defer func() { <-a.scans }()
-	default:
-		w.Header().Set("Retry-After", "1")
-		writeError(w, http.StatusServiceUnavailable, "busy", "a full-data scan is already running on this node")
+	release, ok := a.scanSlot(w)
+	if !ok {
 		return
 	}
+	defer release()
 	ctx, cancel := a.runContext(r.Context(), maxBackupRun)
 	defer cancel()
 	cw := &countingWriter{w: w}
