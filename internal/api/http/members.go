@@ -6,7 +6,9 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/cairn-db/cairn/internal/cluster"
 )
@@ -49,6 +51,26 @@ func (a *api) memberRoutes(mux *http.ServeMux) {
 	mux.Handle("/v1/admin/settings", a.wrap("admin", false, a.adminSettings))
 }
 
+// memberRequest checks r's method (one of methods) and returns the
+// membership service; false when it answered the request itself (405,
+// or 503 on a node that serves no membership).
+func (a *api) memberRequest(w http.ResponseWriter, r *http.Request, methods ...string) (Membership, bool) {
+	if !slices.Contains(methods, r.Method) {
+		methodNotAllowed(w, strings.Join(methods, ", "))
+		return nil, false
+	}
+	return a.members(w)
+}
+
+// answerMembers writes v as JSON, or err as membershipError maps it.
+func (a *api) answerMembers(w http.ResponseWriter, v any, err error) {
+	if err != nil {
+		a.membershipError(w, err)
+		return
+	}
+	writeJSON(w, v)
+}
+
 // members returns the membership service, or answers 503 itself.
 func (a *api) members(w http.ResponseWriter) (Membership, bool) {
 	if a.cfg.Members == nil {
@@ -61,29 +83,17 @@ func (a *api) members(w http.ResponseWriter) (Membership, bool) {
 
 // adminNodes serves GET /v1/admin/nodes.
 func (a *api) adminNodes(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodGet {
-		methodNotAllowed(w, "GET")
-		return
-	}
-	m, ok := a.members(w)
+	m, ok := a.memberRequest(w, r, http.MethodGet)
 	if !ok {
 		return
 	}
 	rec, ver, err := m.Nodes(r.Context())
-	if err != nil {
-		a.membershipError(w, err)
-		return
-	}
-	writeJSON(w, NodesAnswer{Version: ver, Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, PausedUntil: rec.PausedUntil, Balancer: m.Balancer()})
+	a.answerMembers(w, NodesAnswer{Version: ver, Members: rec.Members, UsedIDs: rec.UsedIDs, Settings: rec.Settings, PausedUntil: rec.PausedUntil, Balancer: m.Balancer()}, err)
 }
 
 // adminJoin serves POST /v1/admin/nodes/join with a cluster.JoinRequest.
 func (a *api) adminJoin(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, "POST")
-		return
-	}
-	m, ok := a.members(w)
+	m, ok := a.memberRequest(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
@@ -92,20 +102,12 @@ func (a *api) adminJoin(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	resp, err := m.Join(r.Context(), req)
-	if err != nil {
-		a.membershipError(w, err)
-		return
-	}
-	writeJSON(w, resp)
+	a.answerMembers(w, resp, err)
 }
 
 // adminDecommission serves POST /v1/admin/nodes/{id}/decommission.
 func (a *api) adminDecommission(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, "POST")
-		return
-	}
-	m, ok := a.members(w)
+	m, ok := a.memberRequest(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
@@ -114,20 +116,12 @@ func (a *api) adminDecommission(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mem, err := m.Decommission(r.Context(), id)
-	if err != nil {
-		a.membershipError(w, err)
-		return
-	}
-	writeJSON(w, mem)
+	a.answerMembers(w, mem, err)
 }
 
 // adminRemove serves POST /v1/admin/nodes/{id}/remove?dead=true.
 func (a *api) adminRemove(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		methodNotAllowed(w, "POST")
-		return
-	}
-	m, ok := a.members(w)
+	m, ok := a.memberRequest(w, r, http.MethodPost)
 	if !ok {
 		return
 	}
@@ -140,31 +134,19 @@ func (a *api) adminRemove(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	mem, err := m.RemoveDead(r.Context(), id)
-	if err != nil {
-		a.membershipError(w, err)
-		return
-	}
-	writeJSON(w, mem)
+	a.answerMembers(w, mem, err)
 }
 
 // adminSettings serves PUT /v1/admin/settings with a cluster.Settings
 // (fields left out are unchanged) and GET /v1/admin/settings.
 func (a *api) adminSettings(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPut && r.Method != http.MethodGet {
-		methodNotAllowed(w, "GET, PUT")
-		return
-	}
-	m, ok := a.members(w)
+	m, ok := a.memberRequest(w, r, http.MethodGet, http.MethodPut)
 	if !ok {
 		return
 	}
 	if r.Method == http.MethodGet {
 		rec, _, err := m.Nodes(r.Context())
-		if err != nil {
-			a.membershipError(w, err)
-			return
-		}
-		writeJSON(w, rec.Settings)
+		a.answerMembers(w, rec.Settings, err)
 		return
 	}
 	var s cluster.Settings
@@ -172,11 +154,7 @@ func (a *api) adminSettings(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out, err := m.SetSettings(r.Context(), s)
-	if err != nil {
-		a.membershipError(w, err)
-		return
-	}
-	writeJSON(w, out)
+	a.answerMembers(w, out, err)
 }
 
 func nodeID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
