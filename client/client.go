@@ -152,28 +152,33 @@ func (c *Client) do(ctx context.Context, method string, key []byte, query string
 		_, _ = rand.Read(id)
 		h.Set("Cairn-Request-Id", hex.EncodeToString(id))
 	}
+	return c.retry(ctx, func(actx context.Context, ep string) error {
+		return c.once(actx, ep, method, key, query, body, h, ok)
+	})
+}
+
+// retry runs attempt on the node in use, each attempt bounded by
+// AttemptTimeout; while the error is retryable it moves on to the next
+// node with backoff, until ctx ends (then ErrTimeout, wrapping the last
+// error).
+func (c *Client) retry(ctx context.Context, attempt func(ctx context.Context, ep string) error) error {
 	backoff := 10 * time.Millisecond
-	var last error = ErrTimeout
 	for {
 		idx := c.cur.Load()
 		ep := c.eps[idx%uint64(len(c.eps))]
 		actx, acancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
-		err := c.once(actx, ep, method, key, query, body, h, ok)
+		err := attempt(actx, ep)
 		acancel()
-		if err == nil {
-			return nil
-		}
-		if !c.retryable(err) || c.opts.NoRetry {
+		if err == nil || !c.retryable(err) || c.opts.NoRetry {
 			return err
 		}
-		last = err
 		c.cur.CompareAndSwap(idx, idx+1) // move on from the failing node
 		select {
 		case <-ctx.Done():
-			if errors.Is(last, ErrTimeout) {
-				return last
+			if errors.Is(err, ErrTimeout) {
+				return err
 			}
-			return fmt.Errorf("%w: %v", ErrTimeout, last)
+			return fmt.Errorf("%w: %v", ErrTimeout, err)
 		case <-time.After(backoff):
 		}
 		backoff = min(backoff*2, 200*time.Millisecond)

@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"time"
 )
 
 // IndexTerms are an object's secondary-index terms: index name (ending in
@@ -226,27 +225,7 @@ func (k jsonKey) key() ([]byte, error) {
 func (c *Client) getJSON(ctx context.Context, path string, out any) error {
 	ctx, cancel := context.WithTimeout(ctx, c.opts.Timeout)
 	defer cancel()
-	backoff := 10 * time.Millisecond
-	for {
-		idx := c.cur.Load()
-		ep := c.eps[idx%uint64(len(c.eps))]
-		actx, acancel := context.WithTimeout(ctx, c.opts.AttemptTimeout)
-		err := c.getOnce(actx, ep+path, out)
-		acancel()
-		if err == nil || !c.retryable(err) || c.opts.NoRetry {
-			return err
-		}
-		c.cur.CompareAndSwap(idx, idx+1)
-		select {
-		case <-ctx.Done():
-			if errors.Is(err, ErrTimeout) {
-				return err
-			}
-			return fmt.Errorf("%w: %v", ErrTimeout, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(backoff*2, 200*time.Millisecond)
-	}
+	return c.retry(ctx, func(actx context.Context, ep string) error { return c.getOnce(actx, ep+path, out) })
 }
 
 func (c *Client) getOnce(ctx context.Context, u string, out any) error {
