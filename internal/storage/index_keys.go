@@ -167,8 +167,19 @@ func derivedKeys(tok uint64, k []byte, terms []wire.IndexTerm, f func(key []byte
 // object under user key k (token tok) changes from having the index terms
 // old (exists: it existed) to having new (deleted: it no longer exists).
 // An entry in both is set only (the key-order entry of an overwritten
-// object, a term kept across an overwrite).
+// object, a term kept across an overwrite) — except that an object with
+// no terms before or after, overwritten, needs no write at all.
 func DerivedWrites(tok uint64, k []byte, old []wire.IndexTerm, existed bool, terms []wire.IndexTerm, deleted bool, del func(key []byte), set func(key, value []byte)) {
+	if !deleted && len(terms) == 0 && len(old) == 0 {
+		// The common case, an object without index terms written again:
+		// its key-order entry (the token, which the key alone decides) is
+		// there already when the object existed. Setting it again would
+		// cost a memtable insert on every overwrite.
+		if !existed {
+			set(KeyOrderKey(k), tokenValue(tok))
+		}
+		return
+	}
 	var keep map[string]bool
 	if !deleted {
 		keep = map[string]bool{}

@@ -102,3 +102,24 @@ func TestValueMetaRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+// An object without index terms writes its key-order entry when it is
+// created and nothing when it is overwritten; a delete removes the entry.
+func TestDerivedWritesOfPlainObjects(t *testing.T) {
+	var sets, dels [][]byte
+	set := func(k, _ []byte) { sets = append(sets, k) }
+	del := func(k []byte) { dels = append(dels, k) }
+	DerivedWrites(7, []byte("k"), nil, false, nil, false, del, set)
+	if len(sets) != 1 || !bytes.Equal(sets[0], KeyOrderKey([]byte("k"))) || len(dels) != 0 {
+		t.Fatalf("create: sets %q dels %q, want the key-order entry set", sets, dels)
+	}
+	sets, dels = nil, nil
+	DerivedWrites(7, []byte("k"), nil, true, nil, false, del, set)
+	if len(sets) != 0 || len(dels) != 0 {
+		t.Fatalf("overwrite: sets %q dels %q, want no write", sets, dels)
+	}
+	DerivedWrites(7, []byte("k"), nil, true, nil, true, del, set)
+	if len(sets) != 0 || len(dels) != 1 || !bytes.Equal(dels[0], KeyOrderKey([]byte("k"))) {
+		t.Fatalf("delete: sets %q dels %q, want the key-order entry deleted", sets, dels)
+	}
+}
