@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,21 +62,19 @@ type backupRun struct {
 	took  time.Duration
 }
 
-var (
-	backupsMu sync.Mutex
-	backupSeq atomic.Int64 // names each backup's directory
-)
+// backupSeq names each backup's directory.
+var backupSeq atomic.Int64
 
 func (c *Cluster) addBackup(b backupRun) {
-	backupsMu.Lock()
-	defer backupsMu.Unlock()
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
 	c.backups = append(c.backups, b)
 }
 
 // takeBackups returns the backups taken so far and forgets them.
 func (c *Cluster) takeBackups() []backupRun {
-	backupsMu.Lock()
-	defer backupsMu.Unlock()
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
 	out := c.backups
 	c.backups = nil
 	return out

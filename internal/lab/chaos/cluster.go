@@ -35,15 +35,16 @@ type Cluster struct {
 	groups []*nodeGroups
 	// nf cuts the network between node addresses (PartitionsIPTables).
 	nf *netfilter
-	// notes are what faults said about their last injection or healing.
+	// notes are what faults said about their last injection or healing;
+	// notesMu also guards mem, backups and extra.
 	notesMu sync.Mutex
 	notes   []string
 	// mem holds the figures a memory fault took at healing, by node,
 	// until the run takes them (takeMem); under notesMu.
 	mem map[int]memFigures
-	// backups are the backups backup faults took (under backupsMu).
+	// backups are the backups backup faults took (under notesMu).
 	backups []backupRun
-	// extra are the nodes faults started (add-node), under extraMu.
+	// extra are the nodes faults started (add-node), under notesMu.
 	extra []extraNode
 }
 

@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/lab/launcher"
@@ -44,8 +43,9 @@ func (joinFault) Inject(c *Cluster, n int) error {
 	c.addExtra(extraNode{id: id, url: "http://" + addrs[0], proc: p, log: logf})
 	// Joined once its client port answers.
 	deadline := time.Now().Add(30 * time.Second)
+	hc := &http.Client{Timeout: 2 * time.Second} // a node that accepts but never answers does not hold the run
 	for {
-		resp, err := http.Get("http://" + addrs[0] + "/v1/status")
+		resp, err := hc.Get("http://" + addrs[0] + "/v1/status")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -90,17 +90,15 @@ type extraNode struct {
 	log  *os.File
 }
 
-var extraMu sync.Mutex
-
 func (c *Cluster) addExtra(x extraNode) {
-	extraMu.Lock()
-	defer extraMu.Unlock()
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
 	c.extra = append(c.extra, x)
 }
 
 func (c *Cluster) extraNodes() []extraNode {
-	extraMu.Lock()
-	defer extraMu.Unlock()
+	c.notesMu.Lock()
+	defer c.notesMu.Unlock()
 	return append([]extraNode(nil), c.extra...)
 }
 
