@@ -297,6 +297,11 @@ func New(cfg Config) (*Server, error) {
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.snapshotRate.Store(cfg.SnapshotRate)
 	opts := storage.Options{UnsafeNoSync: cfg.UnsafeNoSync, CacheSize: cfg.CacheSize, ValueSeparation: cfg.ValueSeparation}
+	if cfg.TuneRuntime {
+		// One node per process: its memtables fit the process's memory
+		// limit (memlimit.go).
+		opts.MemTableSize = memTableSize(cgroupLimit())
+	}
 	if cfg.GroupCommitDelay > 0 {
 		opts.SyncDelay = s.syncDelay
 	}
@@ -524,7 +529,7 @@ const (
 func (s *Server) Start() {
 	if s.cfg.TuneRuntime {
 		tuneGC(s.log)
-		followMemoryLimit(s.log)
+		followMemoryLimit(s.log, s.setPebbleBudget)
 	}
 	s.store.Start(s.fresh)
 	go s.runDiskGuard(s.stopping)

@@ -15,6 +15,7 @@ type shardCollector struct {
 
 	hasLeader, applied, lag, fsync *prometheus.Desc
 	written, blobFiles, blobBytes  *prometheus.Desc
+	cacheBudget, cacheUsed         *prometheus.Desc
 }
 
 func newShardCollector(s *Server) *shardCollector {
@@ -33,6 +34,10 @@ func newShardCollector(s *Server) *shardCollector {
 			"Live blob files (values kept out of the LSM's sstables).", nil, nil),
 		blobBytes: prometheus.NewDesc("cairn_storage_blob_bytes",
 			"Size of the live blob files.", nil, nil),
+		cacheBudget: prometheus.NewDesc("cairn_storage_cache_budget_bytes",
+			"What the block cache and memtables may hold together: the configured cache size, or less under a cgroup memory limit.", nil, nil),
+		cacheUsed: prometheus.NewDesc("cairn_storage_cache_bytes",
+			"Bytes of blocks the block cache holds.", nil, nil),
 	}
 }
 
@@ -44,6 +49,8 @@ func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.written
 	ch <- c.blobFiles
 	ch <- c.blobBytes
+	ch <- c.cacheBudget
+	ch <- c.cacheUsed
 }
 
 func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
@@ -74,6 +81,8 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.blobFiles, prometheus.GaugeValue, float64(w.BlobFiles))
 	ch <- prometheus.MustNewConstMetric(c.blobBytes, prometheus.GaugeValue, float64(w.BlobBytes))
+	ch <- prometheus.MustNewConstMetric(c.cacheBudget, prometheus.GaugeValue, float64(c.s.eng.CacheBudget()))
+	ch <- prometheus.MustNewConstMetric(c.cacheUsed, prometheus.GaugeValue, float64(c.s.eng.CacheSize()))
 }
 
 // lagOf is how many entries of a log ending at last a follower that holds

@@ -7,7 +7,7 @@ import (
 
 func TestOptionsDefaultsAndValidate(t *testing.T) {
 	o := Options{}.EnsureDefaults()
-	if o.CacheSize != DefaultCacheSize || o.MemTableSize != 32<<20 {
+	if o.CacheSize != DefaultCacheSize || o.MemTableSize != DefaultMemTableSize {
 		t.Fatalf("defaults: %+v", o)
 	}
 	if err := o.Validate(); err != nil {

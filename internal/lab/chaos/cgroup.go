@@ -22,7 +22,7 @@ const (
 )
 
 // goLimitWait bounds the wait for a node to lower its Go soft memory limit
-// after a memory fault: a node reads its cgroup's limit every 2 s.
+// after a memory fault: a node reads its cgroup's limit every 0.5 s.
 const goLimitWait = 3 * time.Second
 
 func cgroupV2() bool {
@@ -98,6 +98,8 @@ func CgroupsSupported() error {
 type nodeGroups struct {
 	v2       bool
 	cpu, mem string // v1 directories (both the one directory on v2)
+
+	lowering *lowering // a memory limit being lowered to its target; nil if none
 }
 
 // newNodeGroups creates node n's groups.
@@ -213,12 +215,14 @@ func (g *nodeGroups) memoryUsage() (int64, bool) {
 // A memory limit covers all the node's memory, page cache included: the
 // kernel reclaims what it can (page cache first) to get under it. When the
 // node's unreclaimable memory is above the limit, cgroup v1 refuses the
-// limit (EBUSY); the fault then holds the node at the memory it has (the
-// limit becomes its current usage) and says so in its note, while v2
-// reclaims and, failing that, lets the OOM killer stop the node (the fault
-// restarts it when healed). The node notices the limit either way: it
-// sets Go's soft memory limit to 75 % of its cgroup's limit (re-read every
-// 2 s); the fault waits up to goLimitWait for that and notes the result,
+// limit (EBUSY); the fault then holds the node at the memory it has and
+// lowers the limit to its target as soon as the node gives memory back
+// (cgrouplower.go), while v2 reclaims and, failing that, lets the OOM
+// killer stop the node (the fault restarts it when healed). The node
+// notices the limit either way: it sets Go's soft memory limit to 75 % and
+// Pebble's cache and memtables to 50 % of its cgroup's limit (re-read
+// every 0.5 s); the fault waits up to goLimitWait for the first and notes
+// the result,
 // and notes at healing the group's peak usage, how often it hit the limit
 // and OOM kills.
 type cgroupFault struct {
@@ -268,8 +272,11 @@ func (f cgroupFault) Inject(c *Cluster, n int) error {
 	err := g.setMemory(f.memory)
 	if errors.Is(err, syscall.EBUSY) {
 		now, _ := g.memoryUsage()
-		c.Notef("the kernel could not reclaim the node's memory under %d MB (%s): held at its usage, %d MB", f.memory>>20, errText(err), now>>20)
-		err = g.setMemory(now)
+		held := now + holdHeadroom
+		c.Notef("the kernel could not reclaim the node's memory under %d MB (%s): held at its usage plus %d MB, %d MB, and lowered to the target as soon as the kernel takes it", f.memory>>20, errText(err), holdHeadroom>>20, held>>20)
+		if err = g.setMemory(held); err == nil {
+			g.lowering = startLowering(g, f.memory, held)
+		}
 	}
 	if err != nil {
 		return err
@@ -312,6 +319,10 @@ func (f cgroupFault) Heal(c *Cluster, n int) error {
 	if f.cpu > 0 {
 		err = g.setCPU(0)
 	} else {
+		if g.lowering != nil {
+			c.Notef("%s", g.lowering.stop())
+			g.lowering = nil
+		}
 		c.Notef("%s", memoryStats(g.mem))
 		figs := readMemFigures(g.mem)
 		figs.limit = f.memory

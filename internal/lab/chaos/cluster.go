@@ -408,10 +408,23 @@ func goMemory(hc *http.Client, base string) (limit, heap int64, err error) {
 	return limit, heap, nil
 }
 
+// hashTimeout bounds one node's answer to a hashes call.
+const hashTimeout = 2 * time.Minute
+
 // Hashes returns node i's shard fingerprints.
 func (c *Cluster) Hashes(i int) ([]checker.ShardHash, error) {
 	var hs []client.ShardHash
-	err := c.admin(i, func(ctx context.Context, a *client.Admin) (err error) { hs, err = a.Hashes(ctx); return err })
+	// Hashing reads every replica's data: with preloaded records it takes
+	// longer than admin's other calls, and a call given up on leaves the
+	// node busy hashing (the next one gets 503 busy until it ends).
+	ctx, cancel := context.WithTimeout(context.Background(), hashTimeout)
+	defer cancel()
+	hc := *c.Cluster.HTTPClient()
+	hc.Timeout = hashTimeout
+	hs, err := client.NewAdmin(c.URL(i), &hc).Hashes(ctx)
+	if err != nil {
+		err = fmt.Errorf("chaos: node %d: %w", i, err)
+	}
 	out := make([]checker.ShardHash, len(hs))
 	for j, h := range hs {
 		out[j] = checker.ShardHash(h)

@@ -232,10 +232,15 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 
 // convergeWith waits until every shard's replicas on nodes 1..n report
 // the same data hash and returns the shards that still differ at the
-// deadline.
+// deadline: timeout plus three times the first round of hashes (a round
+// reads every replica's data, which takes a while with preloaded records).
 func convergeWith(n int, hashes func(i int) ([]checker.ShardHash, error), timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
-	for {
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for round := 0; ; round++ {
+		if round == 1 {
+			deadline = deadline.Add(3 * time.Since(start))
+		}
 		byNode := map[int][]checker.ShardHash{}
 		var err error
 		for i := 1; i <= n; i++ {
