@@ -123,24 +123,28 @@ func (c *Coordinator) noteDepth(id, node uint64, depth uint32) {
 	q.mu.Unlock()
 }
 
+// localMargin: a serializable read leaves this node's replica only when
+// its queue holds at least this many other requests (see shortestQueue).
+const localMargin = 8
+
 // shortestQueue picks the replica of d a serializable read goes to: the
 // one with the shortest queue for the shard, as far as this node knows —
 // its own queue exactly (without the read itself), the others' as they
 // last reported it (an empty queue once the report is older than
-// remoteDepthTTL). A tie goes to this node when it has a replica that
-// can serve (no network hop), else to a random one of the tied, so reads
-// spread. localOK: this node has a replica of d that can serve the read.
+// remoteDepthTTL). A read served by this node's replica waits for no
+// network hop, so it stays unless another replica's queue is clearly
+// shorter: the local queue holds at least localMargin requests and the
+// other's less than half as many. Among other replicas the shortest wins,
+// a tie going to a random one of them, so reads spread. localOK: this
+// node has a replica of d that can serve the read.
 func (c *Coordinator) shortestQueue(d shard.Descriptor, localOK bool, now time.Time) uint64 {
 	q := c.queue(d.ID)
-	best, bestDepth, ties := uint64(0), int64(0), 0
-	if localOK {
-		best, bestDepth = c.cfg.NodeID, max(q.depth.Load()-1, 0)
-		if bestDepth == 0 {
-			return best
-		}
+	local := max(q.depth.Load()-1, 0)
+	if localOK && local < localMargin {
+		return c.cfg.NodeID
 	}
+	best, bestDepth, ties := uint64(0), int64(0), 0
 	q.mu.Lock()
-	defer q.mu.Unlock()
 	for _, node := range d.Replicas {
 		if node == c.cfg.NodeID {
 			continue
@@ -152,12 +156,16 @@ func (c *Coordinator) shortestQueue(d shard.Descriptor, localOK bool, now time.T
 		switch {
 		case best == 0 || depth < bestDepth:
 			best, bestDepth, ties = node, depth, 1
-		case depth == bestDepth && best != c.cfg.NodeID:
+		case depth == bestDepth:
 			ties++
 			if rand.IntN(ties) == 0 {
 				best = node
 			}
 		}
+	}
+	q.mu.Unlock()
+	if localOK && (best == 0 || 2*bestDepth >= local) {
+		return c.cfg.NodeID
 	}
 	return best
 }

@@ -60,39 +60,49 @@ func TestShardSoftLimitOff(t *testing.T) {
 	}
 }
 
-// Serializable reads go to the replica with the shortest known queue;
-// this node wins ties and an idle local queue; reports go stale.
+// Serializable reads stay on this node's replica unless another's known
+// queue is clearly shorter (the local one at least localMargin, the other
+// under half of it); without a local replica the shortest queue wins;
+// reports go stale.
 func TestShortestQueuePicksLeastBusyReplica(t *testing.T) {
 	c := &Coordinator{cfg: Config{NodeID: 1}}
 	d := shard.Descriptor{ID: 5, Replicas: []uint64{1, 2, 3}}
-	now := time.Now()
-	if got := c.shortestQueue(d, true, now); got != 1 {
+	if got := c.shortestQueue(d, true, time.Now()); got != 1 {
 		t.Fatalf("idle node: read went to %d, want the local replica", got)
 	}
-	// This node works on 4 requests of the shard (the read among them).
-	for range 4 {
+	// This node works on 21 requests of the shard (the read among them).
+	for range 21 {
 		if _, err := c.admit(5); err != nil {
 			t.Fatal(err)
 		}
 	}
-	c.noteDepth(5, 2, 9)
+	c.noteDepth(5, 2, 30)
 	c.noteDepth(5, 3, 1)
 	if got := c.shortestQueue(d, true, time.Now()); got != 3 {
-		t.Fatalf("local 3, node 2 at 9, node 3 at 1: read went to %d, want 3", got)
+		t.Fatalf("local 20, node 2 at 30, node 3 at 1: read went to %d, want 3", got)
 	}
-	c.noteDepth(5, 3, 3)
+	c.noteDepth(5, 3, 10)
 	if got := c.shortestQueue(d, true, time.Now()); got != 1 {
-		t.Fatalf("tie at 3: read went to %d, want the local replica", got)
+		t.Fatalf("local 20, node 3 at 10 (not under half): read went to %d, want the local replica", got)
 	}
 	// Without a local replica the shortest remote wins.
 	if got := c.shortestQueue(d, false, time.Now()); got != 3 {
 		t.Fatalf("no local replica: read went to %d, want 3", got)
 	}
-	// Stale reports count as empty queues: node 2 is asked again.
-	c.noteDepth(5, 2, 8)
-	c.noteDepth(5, 3, 8)
+	// A short local queue keeps the read whatever the others report.
+	c2 := &Coordinator{cfg: Config{NodeID: 1}}
+	for range localMargin {
+		_, _ = c2.admit(5)
+	}
+	c2.noteDepth(5, 2, 0)
+	if got := c2.shortestQueue(d, true, time.Now()); got != 1 {
+		t.Fatalf("local queue %d below the margin: read went to %d", localMargin-1, got)
+	}
+	// Stale reports count as empty queues: the others are asked again.
+	c.noteDepth(5, 2, 30)
+	c.noteDepth(5, 3, 30)
 	later := time.Now().Add(remoteDepthTTL + time.Second)
 	if got := c.shortestQueue(d, true, later); got == 1 {
-		t.Fatalf("stale reports: read stayed local at depth 3, want a remote replica")
+		t.Fatalf("stale reports: read stayed local at depth 20, want a remote replica")
 	}
 }
