@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -85,7 +86,7 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 					octx, cancel := context.WithTimeout(ctx, timeout)
 					err = put(octx, c, i, k, v)
 					cancel()
-					if err == nil {
+					if err == nil || !sleepBeforeRetry(ctx, err) {
 						break
 					}
 				}
@@ -98,6 +99,23 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	}
 	wg.Wait()
 	return n, firstErr
+}
+
+// sleepBeforeRetry waits before a load write is tried again: a second
+// after a 503 (a node's or a shard's queue was full; the nodes answer
+// Retry-After: 1), 100 ms after another failure. False when ctx ended.
+func sleepBeforeRetry(ctx context.Context, err error) bool {
+	wait := 100 * time.Millisecond
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusServiceUnavailable {
+		wait = time.Second
+	}
+	select {
+	case <-time.After(wait):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Run drives the workload with the load model and returns its results;
