@@ -55,9 +55,9 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.IntVar(&o.keySize, "key-size", 8, "key size in bytes (put, range, large)")
 	f.IntVar(&o.valSize, "val-size", 256, "value size in bytes (put, range; entity when set explicitly)")
 	f.BoolVar(&o.sequential, "sequential-keys", false, "use keys in order instead of at random")
-	f.Uint64Var(&o.keys, "keys", 10000, "key space (put, range, entity ids 1..N, large)")
+	f.Uint64Var(&o.keys, "keys", 10000, "key space (put, range, entity ids 1..N, large; nhs: objects preloaded)")
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
-	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large)")
+	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large; nhs: get, head_get, update, insert, index_query)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
 	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (up to --pipeline requests in flight per connection) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
@@ -106,6 +106,9 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	valSize := o.valSize
 	if o.workload == "entity" && !cmd.Flags().Changed("val-size") {
 		valSize = 0 // the classic scripts' value<id>
+	}
+	if o.workload == "nhs" && !cmd.Flags().Changed("duration") {
+		o.duration = time.Minute // the volume test: a long run (docs/benchmarks/volume)
 	}
 	if o.workload == "large" {
 		// Riak-volume style: fewer, bigger records (4–16 KiB each) and a

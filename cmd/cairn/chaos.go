@@ -31,6 +31,7 @@ func newChaosCmd() *cobra.Command {
 		sweepSpec      string
 		preload        int64
 		valueSize      int
+		indexKeys      int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -109,7 +110,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
 			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize}
+				preload: preload, valueSize: valueSize, indexKeys: indexKeys}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -157,6 +158,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.IntVar(&sched.Repeat, "repeat", 1, "--fault: how many times")
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
 	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
+	f.IntVar(&indexKeys, "index-keys", 0, "also write this many keys with a secondary-index term (one client per node: PUTs with a term, PUTs moving the key to another term or stripping it, DELETEs) and check after healing that linearizable index queries return exactly the acknowledged objects (0: off)")
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
@@ -228,7 +230,7 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		return nil, err
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
 	if err != nil {
 		return nil, err
 	}
@@ -269,6 +271,20 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	for _, dv := range r.Diverged {
 		fmt.Fprintf(w, "  diverged: %s\n", dv)
+	}
+	if x := r.Index; x != nil {
+		msg := ""
+		if x.Error != "" {
+			msg = " error: " + x.Error
+		}
+		fmt.Fprintf(w, "  index %s: %d writes; queries returned %d keys in %d pages, %d required: missing %d, unexpected %d%s\n",
+			x.Index, x.Writes, x.Returned, x.Pages, x.Required, len(x.Missing), len(x.Unexpected), msg)
+		for _, m := range x.Missing[:min(10, len(x.Missing))] {
+			fmt.Fprintf(w, "    missing: %s\n", m)
+		}
+		for _, u := range x.Unexpected[:min(10, len(x.Unexpected))] {
+			fmt.Fprintf(w, "    unexpected: %s\n", u)
+		}
 	}
 	return r, nil
 }

@@ -43,6 +43,7 @@ func newServeCmd() *cobra.Command {
 		deadNodeTimeout                    time.Duration
 		transferLimit                      int
 		snapshotRate                       int64
+		shardSoftLimit                     int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -97,6 +98,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve,
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
+				ShardSoftLimit: shardSoftLimit,
 			})
 			if err != nil {
 				return err
@@ -126,6 +128,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.IntVar(&maxKey, "max-key-size", 4096, "largest key in bytes (400 above)")
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
+	f.IntVar(&shardSoftLimit, "shard-soft-limit", server.DefaultShardSoftLimit, "requests one shard may have queued on a node before the next ones for it get 503 shard_overloaded at once (0: off)")
 	f.IntVar(&maxConns, "max-conns", 4096, "HTTP/1.1 client connections served at once (503 and close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")

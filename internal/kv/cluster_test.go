@@ -32,6 +32,8 @@ type tcluster struct {
 	rcfg  replica.Config
 	tick  time.Duration
 	sick  time.Duration // store SickThreshold (0: default)
+	// softLimit: the coordinators' ShardSoftLimit from the next start.
+	softLimit int
 }
 
 type tnode struct {
@@ -123,7 +125,7 @@ func (c *tcluster) start(id uint64, fresh bool) {
 	}
 	a.coord = mustCoordinator(c.t, kv.Config{
 		NodeID: id, HTTPAddr: fmt.Sprint("http-", id), Peers: peers, Replication: len(c.m.Shards[0].Replicas), Map: c.m, Store: st,
-		Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger, Engine: eng,
+		Transport: tr, DefaultTimeout: 5 * time.Second, Logger: logger, Engine: eng, ShardSoftLimit: c.softLimit,
 	})
 	st.Start(fresh)
 	c.nodes[id] = &tnode{id: id, eng: eng, st: st, coord: a.coord, ad: a}

@@ -52,6 +52,11 @@ type Config struct {
 	// Disk, if set, is the node's disk guard: puts are refused (ErrDiskFull,
 	// ErrQuotaExceeded) while it reports a reason; nil: never.
 	Disk func() DiskState
+	// ShardSoftLimit bounds the requests one shard may have queued on
+	// this node (softlimit.go): past it, requests for that shard get
+	// ErrShardOverloaded (HTTP 503) at once. 0 (the default): no bound
+	// but the node's; cairn serve sets --shard-soft-limit.
+	ShardSoftLimit int
 }
 
 // Coordinator routes operations to shard leaders.
@@ -62,6 +67,8 @@ type Coordinator struct {
 	lastID atomic.Int64
 	// refused counts requests refused for a wrong shard (handle.go).
 	refused atomic.Uint64
+	// queues: shard id -> *shardQueue (softlimit.go).
+	queues sync.Map
 
 	mu struct {
 		sync.Mutex
@@ -100,6 +107,8 @@ func (c Config) Validate() error {
 		return errors.New("kv: Config.Map has no shard")
 	case c.DefaultTimeout < 0:
 		return fmt.Errorf("kv: DefaultTimeout %s: want a positive duration", c.DefaultTimeout)
+	case c.ShardSoftLimit < 0:
+		return fmt.Errorf("kv: ShardSoftLimit %d: want 0 (off) or more", c.ShardSoftLimit)
 	case c.RetryWindow < 0 || c.RetryWindow > MaxRetryWindow:
 		return fmt.Errorf("kv: RetryWindow %s: want at most %s (kept inside the dedup retention)", c.RetryWindow, MaxRetryWindow)
 	}
@@ -173,16 +182,24 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	d := c.route(key)
+	q, err := c.admit(d.ID)
+	if err != nil {
+		return Value{}, err
+	}
+	defer q.leave()
 	serializable := opts.Consistency == Serializable || ack < c.majority()
 	req := &wire.Request{Kind: wire.KindRead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	if serializable {
 		req.Kind = wire.KindReadLocal
 		// A replica a move created and has not filled yet (applied
 		// index 0) holds nothing to serve.
-		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 {
+		r := c.cfg.Store.Replica(d.ID)
+		local := r != nil && r.Applied() > 0
+		first := c.shortestQueue(d, local, time.Now())
+		if local && first == c.cfg.NodeID {
 			return c.readLocal(r, key)
 		}
-		return c.decodeRead(c.anyReplica(ctx, d, req))
+		return c.decodeRead(c.anyReplica(ctx, d, req, first))
 	}
 	return c.decodeRead(c.onLeader(ctx, d, req))
 }
@@ -261,6 +278,11 @@ func (c *Coordinator) write(ctx context.Context, op wire.Op, key, value []byte, 
 		cmd.Cond = wire.CondIfAbsent
 	}
 	d := c.route(key)
+	q, err := c.admit(d.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer q.leave()
 	req := &wire.Request{Kind: wire.KindWrite, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key, Command: cmd.Marshal(), Decoded: &cmd}
 	resp, err := c.onLeader(ctx, d, req)
 	if err != nil {
@@ -301,6 +323,9 @@ func statusErr(resp *wire.Response) error {
 	case wire.StatusTimeout:
 		return fmt.Errorf("%w: %s", ErrTimeout, resp.Message)
 	case wire.StatusOverloaded:
+		if resp.Message != "" {
+			return fmt.Errorf("%w: %s", ErrOverloaded, resp.Message)
+		}
 		return ErrOverloaded
 	case wire.StatusStopping:
 		return ErrStopped

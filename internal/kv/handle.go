@@ -27,7 +27,19 @@ func (c *Coordinator) HandleRequest(ctx context.Context, req *wire.Request) *wir
 		ctx, cancel = context.WithDeadline(ctx, dl)
 		defer cancel()
 	}
-	return c.handleLocal(ctx, req)
+	q, refused := c.admitForwarded(req)
+	if refused != nil {
+		return refused
+	}
+	if q == nil {
+		return c.handleLocal(ctx, req)
+	}
+	defer q.leave()
+	resp := c.handleLocal(ctx, req)
+	// The answer tells the sender how busy this node's replica of the
+	// shard is (without this request), for its choice of replica.
+	resp.Queue = uint32(max(q.depth.Load()-1, 0))
+	return resp
 }
 
 // handleLocal is HandleRequest under the caller's deadline (ctx already

@@ -3,6 +3,7 @@ package kv
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
@@ -29,13 +30,20 @@ func (c *Coordinator) Head(ctx context.Context, key []byte, opts ReadOptions) (M
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
 	d := c.cfg.Map.ForKey(key)
+	q, err := c.admit(d.ID)
+	if err != nil {
+		return Meta{}, err
+	}
+	defer q.leave()
 	req := &wire.Request{Kind: wire.KindHead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	var resp *wire.Response
 	if opts.Consistency == Serializable || ack < c.majority() {
-		if r := c.cfg.Store.Replica(d.ID); r != nil {
+		r := c.cfg.Store.Replica(d.ID)
+		first := c.shortestQueue(d, r != nil, time.Now())
+		if r != nil && first == c.cfg.NodeID {
 			return c.headLocal(r, key)
 		}
-		resp, err = c.anyReplica(ctx, d, req)
+		resp, err = c.anyReplica(ctx, d, req, first)
 	} else {
 		req.Index = 1 // linearizable
 		resp, err = c.onLeader(ctx, d, req)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
@@ -68,6 +69,9 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
 			resp, err = c.cfg.Transport.Request(actx, target, req)
 			cancel()
+			if err == nil {
+				c.noteDepth(d.ID, target, resp.Queue)
+			}
 		}
 		switch {
 		case err != nil, resp.Status == wire.StatusError:
@@ -115,16 +119,21 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 }
 
 // anyReplica runs a local-replica request (serializable read) on some
-// replica of the shard, trying each in turn until one answers.
-func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *wire.Request) (*wire.Response, error) {
+// replica of the shard, first (if it is one), then each in turn until
+// one answers.
+func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *wire.Request, first uint64) (*wire.Response, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	var lastErr error
 	refreshes := 0
+	start := max(slices.Index(d.Replicas, first), 0)
 	for i := 0; ; i++ {
-		target := d.Replicas[i%len(d.Replicas)]
+		target := d.Replicas[(start+i)%len(d.Replicas)]
 		resp, err := c.cfg.Transport.Request(ctx, target, req)
+		if err == nil {
+			c.noteDepth(d.ID, target, resp.Queue)
+		}
 		if err == nil && resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp) {
 			refreshes++ // the shard's members changed: ask its current ones
 			continue

@@ -121,6 +121,12 @@ type Config struct {
 	// SnapshotRate bounds snapshot streaming in bytes/s (0: unlimited),
 	// until PUT /v1/admin/settings sets one; Server.SnapshotRate.
 	SnapshotRate int64
+	// ShardSoftLimit bounds the requests one shard may have queued on
+	// this node; past it they get 503 shard_overloaded at once
+	// (kv.Config.ShardSoftLimit). 0: no per-shard bound (the default
+	// here; cairn serve's --shard-soft-limit defaults to
+	// DefaultShardSoftLimit).
+	ShardSoftLimit int
 }
 
 // ParseCluster parses "1=host:port,2=host:port".
@@ -276,6 +282,8 @@ func (c Config) Validate() error {
 		return checkJoinAddr("--peer-addr", c.PeerAddr)
 	case c.MembersPoll < 0 || c.TransferLimit < 0 || c.SnapshotRate < 0:
 		return errors.New("server: members poll, transfer limit and snapshot rate cannot be negative")
+	case c.ShardSoftLimit < 0:
+		return fmt.Errorf("server: shard soft limit %d: want 0 (off) or more", c.ShardSoftLimit)
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
@@ -438,7 +446,7 @@ func (s *Server) build() error {
 		NodeID: id.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Peers: id.Peers,
 		Replication: id.Replication, Map: id.Map, Store: st, Transport: nodeTr, Engine: s.eng,
 		DefaultTimeout: cfg.RequestTimeout, Version: cfg.Version, Logger: s.log, Clock: s.clock,
-		Disk: s.disk.State,
+		Disk: s.disk.State, ShardSoftLimit: cfg.ShardSoftLimit,
 	}); err != nil {
 		return err
 	}

@@ -110,6 +110,10 @@ type Response struct {
 	// when either is set, so other answers encode as before.
 	Size  uint64
 	Terms []IndexTerm
+	// Queue is the answering node's queue depth for the request's shard
+	// (other requests it was working on), which serializable reads use
+	// to pick the least busy replica. Encoded after Terms only when set.
+	Queue uint32
 }
 
 // Marshal encodes r.
@@ -126,9 +130,12 @@ func (r *Response) Marshal() []byte {
 	w.u64(r.Index)
 	w.bytes(r.Value)
 	w.str(r.Message)
-	if r.Size != 0 || len(r.Terms) > 0 {
+	if r.Size != 0 || len(r.Terms) > 0 || r.Queue != 0 {
 		w.u64(r.Size)
 		w.b = AppendIndexTerms(w.b, r.Terms)
+	}
+	if r.Queue != 0 {
+		w.u64(uint64(r.Queue))
 	}
 	return w.b
 }
@@ -143,10 +150,13 @@ func (r *Response) Unmarshal(b []byte) error {
 	r.Index = rd.u64()
 	r.Value = rd.bytes()
 	r.Message = rd.str()
-	r.Size, r.Terms = 0, nil
+	r.Size, r.Terms, r.Queue = 0, nil, 0
 	if rd.err == nil && len(rd.b) > 0 {
 		r.Size = rd.u64()
 		r.Terms, _ = rd.indexTerms()
+	}
+	if rd.err == nil && len(rd.b) > 0 {
+		r.Queue = uint32(min(rd.u64(), 1<<32-1))
 	}
 	return rd.done()
 }

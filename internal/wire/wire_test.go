@@ -55,6 +55,16 @@ func TestRequestResponseRoundTrip(t *testing.T) {
 		string(e.Value) != "v" || e.Message != "m" {
 		t.Fatalf("got %+v", e)
 	}
+	// The queue depth rides after the optional size and terms.
+	for _, q := range []Response{{Status: StatusOverloaded, Queue: 300}, {Status: StatusOK, Size: 5, Queue: 1}} {
+		var f Response
+		if err := f.Unmarshal(q.Marshal()); err != nil {
+			t.Fatal(err)
+		}
+		if f.Queue != q.Queue || f.Size != q.Size || f.Status != q.Status {
+			t.Fatalf("got %+v, want %+v", f, q)
+		}
+	}
 }
 
 func TestBatchRoundTrip(t *testing.T) {

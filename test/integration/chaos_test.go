@@ -27,6 +27,15 @@ type chaosResult struct {
 		UnavailableMs int64  `json:"unavailable_ms"`
 		Error         string `json:"error"`
 	} `json:"faults"`
+	Index *struct {
+		Writes     int      `json:"writes"`
+		Required   int      `json:"required"`
+		Returned   int      `json:"returned"`
+		Pages      int      `json:"pages"`
+		Missing    []string `json:"missing"`
+		Unexpected []string `json:"unexpected"`
+		Error      string   `json:"error"`
+	} `json:"index"`
 }
 
 // runChaos runs `cairn chaos` with args, requires it to pass every check,
@@ -76,12 +85,17 @@ func TestChaosLeaderKillAndPartition(t *testing.T) {
 	}
 }
 
-// A composed schedule: pause a random node twice.
+// A composed schedule: pause a random node twice, with indexed writes
+// whose index queries after healing must return exactly the
+// acknowledged objects.
 func TestChaosComposedSchedule(t *testing.T) {
 	r := runChaos(t, "--fault", "pause", "--target", "random", "--at", "4s", "--for", "2s",
-		"--repeat", "2", "--every", "5s", "--duration", "20s")
+		"--repeat", "2", "--every", "5s", "--duration", "20s", "--index-keys", "120")
 	if r.Scenario != "custom" || len(r.Faults) != 2 {
 		t.Fatalf("scenario %q faults %+v", r.Scenario, r.Faults)
+	}
+	if x := r.Index; x == nil || x.Writes < 100 || x.Required < 10 || x.Pages <= 4 || x.Error != "" || len(x.Missing)+len(x.Unexpected) > 0 {
+		t.Fatalf("index check: %+v, want over 100 writes, 10 required keys, every one returned over several pages per term", x)
 	}
 	for i, f := range r.Faults {
 		want := int64(4000 + 5000*i)

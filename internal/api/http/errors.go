@@ -39,6 +39,11 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeError(w, http.StatusGatewayTimeout, "ack_timeout", err.Error())
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", "the request deadline passed before the operation completed (a write may still commit)")
+	case errors.Is(err, kv.ErrShardOverloaded):
+		// One shard is busy; the others are served. Retry-After: the
+		// queue drains within the request deadline or answers it.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "shard_overloaded", err.Error())
 	case errors.Is(err, kv.ErrOverloaded):
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "overloaded", err.Error())

@@ -145,6 +145,11 @@ func (d *httpDriver) link(conn int, key []byte) *link {
 }
 
 func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQuery string, body []byte) error {
+	return d.doH(ctx, conn, key, method, pathQuery, body, nil)
+}
+
+// doH is do with header fields (name, value pairs).
+func (d *httpDriver) doH(ctx context.Context, conn int, key []byte, method, pathQuery string, body []byte, hdr [][2]string) error {
 	l := d.link(conn, key)
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -160,6 +165,9 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if d.c.Token != "" {
 			req.Header.Set("Authorization", "Bearer "+d.c.Token)
 		}
+		for _, h := range hdr {
+			req.Header.Set(h[0], h[1])
+		}
 		resp, err := l.h2.Do(req)
 		if err != nil {
 			return err
@@ -172,9 +180,9 @@ func (d *httpDriver) do(ctx context.Context, conn int, key []byte, method, pathQ
 		if err != nil {
 			return err
 		}
-		r := &http1.Request{Method: method, Path: pathQuery, Body: body}
+		r := &http1.Request{Method: method, Path: pathQuery, Body: body, Header: hdr}
 		if d.c.Token != "" {
-			r.Header = [][2]string{{"Authorization", "Bearer " + d.c.Token}}
+			r.Header = append([][2]string{{"Authorization", "Bearer " + d.c.Token}}, hdr...)
 		}
 		resp, err := c.Do(ctx, r)
 		if err != nil {
@@ -245,6 +253,31 @@ func (d *httpDriver) Get(ctx context.Context, conn int, key []byte) error {
 		u += "?consistency=serializable"
 	}
 	return d.do(ctx, conn, key, http.MethodGet, u, nil)
+}
+
+// PutIndexed writes key=val with its index terms as X-Cairn-Index-*
+// headers.
+func (d *httpDriver) PutIndexed(ctx context.Context, conn int, key, val []byte, index [][2]string) error {
+	return d.doH(ctx, conn, key, http.MethodPut, "/v1/kv/"+url.PathEscape(string(key)), val, indexHeaders(index))
+}
+
+// Head reads key's metadata (HEAD /v1/kv/{key}).
+func (d *httpDriver) Head(ctx context.Context, conn int, key []byte) error {
+	u := "/v1/kv/" + url.PathEscape(string(key))
+	if d.c.Serializable {
+		u += "?consistency=serializable"
+	}
+	return d.do(ctx, conn, key, http.MethodHead, u, nil)
+}
+
+// IndexRange reads the first page of GET /v1/index/{index}?start&end.
+func (d *httpDriver) IndexRange(ctx context.Context, conn int, index, start, end string, limit int) error {
+	u := "/v1/index/" + url.PathEscape(index) + "?start=" + url.QueryEscape(start) + "&end=" + url.QueryEscape(end) +
+		"&max_results=" + strconv.Itoa(limit)
+	if d.c.Serializable {
+		u += "&consistency=serializable"
+	}
+	return d.do(ctx, conn, []byte(index), http.MethodGet, u, nil)
 }
 
 // scanURL is the listing of up to limit records from start.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,7 +48,7 @@ func exec(ctx context.Context, d Driver, conn int, op Op) error {
 	case KindEntityGet:
 		return d.EntityGet(ctx, conn, op.Key)
 	}
-	return fmt.Errorf("bench: unknown op kind %d", op.Kind)
+	return execIndexed(ctx, d, conn, op)
 }
 
 // Preload writes the workload's initial records with parallel clients.
@@ -55,6 +56,16 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	n, gen := w.Preload()
 	if n == 0 {
 		return 0, nil
+	}
+	put := func(ctx context.Context, conn int, _ uint64, k, v []byte) error { return d.Put(ctx, conn, k, v) }
+	if ip, ok := w.(indexPreloader); ok {
+		id, ok := d.(IndexDriver)
+		if !ok {
+			return 0, errIndexUnsupported
+		}
+		put = func(ctx context.Context, conn int, i uint64, k, v []byte) error {
+			return id.PutIndexed(ctx, conn, k, v, ip.PreloadIndex(i))
+		}
 	}
 	var next atomic.Uint64
 	var firstErr error
@@ -73,9 +84,9 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 				var err error
 				for try := 0; try < 5; try++ {
 					octx, cancel := context.WithTimeout(ctx, timeout)
-					err = d.Put(octx, c, k, v)
+					err = put(octx, c, i, k, v)
 					cancel()
-					if err == nil {
+					if err == nil || !sleepBeforeRetry(ctx, err) {
 						break
 					}
 				}
@@ -88,6 +99,23 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	}
 	wg.Wait()
 	return n, firstErr
+}
+
+// sleepBeforeRetry waits before a load write is tried again: a second
+// after a 503 (a node's or a shard's queue was full; the nodes answer
+// Retry-After: 1), 100 ms after another failure. False when ctx ended.
+func sleepBeforeRetry(ctx context.Context, err error) bool {
+	wait := 100 * time.Millisecond
+	var se *StatusError
+	if errors.As(err, &se) && se.Code == http.StatusServiceUnavailable {
+		wait = time.Second
+	}
+	select {
+	case <-time.After(wait):
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // Run drives the workload with the load model and returns its results;
@@ -123,7 +151,10 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunRe
 		go schedule(ctx, begin, cfg.Rate, due)
 	}
 	stopProgress := startProgress(rec, cfg, begin)
-	if hd, ok := d.(*httpDriver); ok && !hd.c.HTTP2 && due == nil {
+	// The loop speaks the plain kinds only (the nhs workload's HEADs,
+	// index headers and queries go through the driver).
+	_, indexed := w.(*nhsWL)
+	if hd, ok := d.(*httpDriver); ok && !hd.c.HTTP2 && due == nil && !indexed {
 		// HTTP/1.1 in a closed loop: without a goroutine per client.
 		runLoops(ctx, hd, w, cfg, rec, take)
 	} else {

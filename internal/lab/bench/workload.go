@@ -14,12 +14,15 @@ type Kind int
 
 // Operation kinds.
 const (
-	KindPut       Kind = iota // write key=value (v1 / etcd Put)
-	KindGet                   // read key (v1 / etcd Get)
-	KindScan                  // read Limit records in key order from Key (YCSB E)
-	KindRMW                   // read then write (YCSB F)
-	KindEntityPut             // v0 PUT /v0/entity
-	KindEntityGet             // v0 GET /v0/entity
+	KindPut        Kind = iota // write key=value (v1 / etcd Put)
+	KindGet                    // read key (v1 / etcd Get)
+	KindScan                   // read Limit records in key order from Key (YCSB E)
+	KindRMW                    // read then write (YCSB F)
+	KindEntityPut              // v0 PUT /v0/entity
+	KindEntityGet              // v0 GET /v0/entity
+	KindPutIndexed             // write key=value with Index terms (nhs)
+	KindHeadGet                // HEAD key, then GET it (nhs)
+	KindIndexRange             // 2i range query on index Key from Start to End, Limit results (nhs)
 )
 
 // Op is one operation of a workload.
@@ -28,7 +31,11 @@ type Op struct {
 	Kind  Kind
 	Key   []byte
 	Value []byte
-	Limit int // KindScan: the records to read
+	Limit int // KindScan: the records to read; KindIndexRange: max_results
+	// Index: KindPutIndexed's terms as (index name, term) pairs.
+	Index [][2]string
+	// Start and End: KindIndexRange's inclusive term range.
+	Start, End string
 }
 
 // Params configure workloads.
@@ -60,7 +67,7 @@ type Workload interface {
 }
 
 // Workloads lists the workload names.
-var Workloads = []string{"put", "range", "entity", "ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e", "ycsb-f", "large"}
+var Workloads = []string{"put", "range", "entity", "ycsb-a", "ycsb-b", "ycsb-c", "ycsb-d", "ycsb-e", "ycsb-f", "large", "nhs"}
 
 // NewWorkload builds the named workload.
 func NewWorkload(p Params) (Workload, error) {
@@ -98,6 +105,9 @@ func NewWorkload(p Params) (Workload, error) {
 			return nil, err
 		}
 		return &largeWL{p: p, mix: m, pool: randValue(16<<10+1024, 3)}, nil
+	}
+	if p.Workload == "nhs" {
+		return newNHS(p)
 	}
 	if strings.HasPrefix(p.Workload, "ycsb-") {
 		return newYCSB(p)

@@ -102,6 +102,10 @@ type WorkloadConfig struct {
 	Keys int
 	// Timeout bounds one operation, retries included. Default 5 s.
 	Timeout time.Duration
+	// IndexKeys: this many keys written with secondary-index terms by
+	// one more client per node, and checked after healing with index
+	// queries (indexed.go). Default 0: none.
+	IndexKeys int
 }
 
 // EnsureDefaults returns a copy of w with every zero field set to its
@@ -129,6 +133,8 @@ func (w WorkloadConfig) Validate() error {
 		return fmt.Errorf("%w: Keys %d: want at least 1", ErrInvalidConfig, w.Keys)
 	case w.Timeout <= 0:
 		return fmt.Errorf("%w: Timeout %v: want more than 0", ErrInvalidConfig, w.Timeout)
+	case w.IndexKeys < 0 || w.IndexKeys > 100000:
+		return fmt.Errorf("%w: IndexKeys %d: want 0 to 100000", ErrInvalidConfig, w.IndexKeys)
 	}
 	return nil
 }

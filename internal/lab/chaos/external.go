@@ -146,6 +146,18 @@ func startWorkload(ctx context.Context, rec *recorder, endpoints []string, w Wor
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); runSet(ctx, rec, setClients) }()
+	if w.IndexKeys > 0 {
+		rec.indexed = true
+		for i := range endpoints {
+			eps := append([]string{endpoints[i]}, without(endpoints, endpoints[i])...)
+			cl, _ := client.New(eps, opts(w.Timeout))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				runIndexed(ctx, rec, cl, i, len(endpoints), w.IndexKeys, int64(1000+i))
+			}()
+		}
+	}
 	return wg.Wait
 }
 
@@ -225,6 +237,10 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 		return err
 	}
 	res.AckedWrites, res.LostWrites, res.LostKeys = len(rec.acked), len(lost), lost
+	if rec.indexed {
+		logf("checking %d indexed writes with index queries…", len(rec.indexWrites))
+		res.Index = checkIndex(rec.indexWrites, cl)
+	}
 	res.Diverged = convergeWith(n, hashes, 30*time.Second)
 	res.ReplicasConverged = len(res.Diverged) == 0
 	return nil

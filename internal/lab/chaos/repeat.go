@@ -116,6 +116,9 @@ func (r *Result) Failures() []string {
 	if !r.ReplicasConverged {
 		out = append(out, "replicas diverged")
 	}
+	if r.Index != nil && r.Index.Failed() {
+		out = append(out, fmt.Sprintf("index queries: %d required objects missing, %d unexpected %s", len(r.Index.Missing), len(r.Index.Unexpected), r.Index.Error))
+	}
 	for _, b := range r.Backups {
 		if b.Error != "" || b.Missing > 0 {
 			out = append(out, fmt.Sprintf("backup %s: %d of %d writes acknowledged before it missing after restore %s", filepath.Base(b.Dir), b.Missing, b.AckedBefore, b.Error))

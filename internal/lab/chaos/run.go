@@ -111,6 +111,9 @@ type Result struct {
 	// Backups are the checks of the backups backup faults took.
 	Backups   []BackupCheck `json:"backups,omitempty"`
 	ValueSize int           `json:"value_size,omitempty"`
+	// Index is the index check of a run whose workload wrote indexed
+	// keys (WorkloadConfig.IndexKeys); nil: none.
+	Index *IndexCheck `json:"index,omitempty"`
 }
 
 // Passed reports whether every check passed.

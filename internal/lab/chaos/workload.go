@@ -28,6 +28,10 @@ type recorder struct {
 	// errKinds counts the failed operations by errKind (the run's
 	// client_errors).
 	errKinds map[string]uint64
+	// indexed: the workload writes indexed keys (WorkloadConfig.IndexKeys),
+	// recorded in indexWrites.
+	indexed     bool
+	indexWrites []checker.IndexWrite
 }
 
 func (r *recorder) since(t time.Time) int64 { return t.Sub(r.start).Nanoseconds() }

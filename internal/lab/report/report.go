@@ -209,6 +209,7 @@ func Build(dirs []string, out, title string) error {
 	}
 	add("throughput_over_time.svg", "throughput over time", LineChart("Throughput over time", "second", "ops/s", thrT))
 	add("p99_over_time.svg", "p99 over time", LineChart("p99 latency over time", "second", "p99 (ms)", p99T))
+	volumeSection(&d, rs, add)
 
 	// Before/after against the first directory.
 	if len(rs) > 1 {

@@ -68,3 +68,53 @@ func TestBuildErrors(t *testing.T) {
 		t.Fatal("dir without results.json accepted")
 	}
 }
+
+// Volume-test runs (values separated, inline) get a table of every
+// operation's throughput and three charts over time, one line per run.
+func TestBuildVolumeCharts(t *testing.T) {
+	var dirs []string
+	for i, label := range []string{"cairn separated", "cairn inline"} {
+		r := &result.Result{Label: label, Workload: "nhs", TargetKind: "cairn", Throughput: 100, Machine: result.Machine{CPUs: 2}}
+		r.Operations = map[string]result.OpResult{}
+		for _, n := range []string{"get", "head_get", "update", "insert", "index_query"} {
+			o := result.OpResult{Throughput: float64(10 * (i + 1)), Latency: result.Latency{P99: 7, Mean: 3}}
+			for s := 1; s <= 4; s++ {
+				o.Series = append(o.Series, result.Point{Second: s, Ops: 10, Throughput: 10, P99: float64(20 + s), Mean: float64(5 + i)})
+			}
+			r.Operations[n] = o
+		}
+		for s := 1; s <= 4; s++ {
+			r.Series = append(r.Series, result.Point{Second: s, Ops: 50, Throughput: 50})
+		}
+		dir := t.TempDir()
+		if err := r.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		dirs = append(dirs, dir)
+	}
+	out := t.TempDir()
+	if err := Build(dirs, out, "volume"); err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile(filepath.Join(out, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"## Volume test", "| run | ops/s | get ops/s | head_get ops/s | index_query ops/s | insert ops/s | update ops/s | update p99 ms | 2i query mean ms | errors |",
+		"| cairn inline | 100.0 | 20.0 | 20.0 | 20.0 | 20.0 | 20.0 | 7.000 | 3.000 | 0 |", "volume_update_p99.svg"} {
+		if !strings.Contains(string(md), want) {
+			t.Fatalf("report.md lacks %q:\n%s", want, md)
+		}
+	}
+	for _, f := range []string{"volume_throughput.svg", "volume_update_p99.svg", "volume_2i_mean.svg"} {
+		b, err := os.ReadFile(filepath.Join(out, f))
+		if err != nil || !strings.HasPrefix(string(b), "<svg") || strings.Contains(string(b), "NaN") {
+			t.Fatalf("%s: %v", f, err)
+		}
+		for _, run := range []string{"cairn separated", "cairn inline"} {
+			if !strings.Contains(string(b), run) {
+				t.Fatalf("%s has no line for %s", f, run)
+			}
+		}
+	}
+}

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The volume test (cairn bench --workload nhs), side by side in one run:
+# a fresh three-node cluster (fsync on) per configuration, in turn — by
+# default values separated (the default) and every value inline
+# (--value-separation -1) — each loaded with the same objects, then driven
+# by the same nhs load; then `cairn report` over the runs draws the three
+# charts over time (throughput, p99 update latency, mean 2i query time).
+# Prints, per run, the throughput, the update p99, the mean 2i query time,
+# the write amplification of the measured phase (disk bytes the three
+# nodes wrote per byte acknowledged, times three replicas; a value averages
+# 10 KiB) and the soft-limit rejections.
+#
+#   scripts/volume.sh                                   # 60 s per run, 20000 objects
+#   DURATION=30m KEYS=400000 CLIENTS=128 scripts/volume.sh
+#   CONFIGS="limit:--shard-soft-limit=64 nolimit:--shard-soft-limit=0" scripts/volume.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/cluster.sh
+
+KEYS=${KEYS:-20000}
+DURATION=${DURATION:-60s}
+CLIENTS=${CLIENTS:-64}
+CAIRN=${CAIRN:-bin/cairn}
+BASE=${BASE:-19380}
+OUT=${OUT:-/tmp/cairn-volume}
+CONFIGS=${CONFIGS:-"separated: inline:--value-separation=-1"}
+[ -x "$CAIRN" ] || make build
+mkdir -p "$OUT"
+
+WORK=""
+CLUSTER_PIDS=()
+cleanup() {
+  for p in "${CLUSTER_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  [ -n "$WORK" ] && rm -rf "$WORK"
+  WORK=""
+}
+trap cleanup EXIT INT TERM
+
+# metric BASE NAME [MATCH]: a counter summed over the three nodes (the
+# series of NAME whose line contains MATCH).
+metric() {
+  local base=$1 name=$2 match=${3:-} sum=0 i v
+  for i in 0 1 2; do
+    v=$(curl -fsS "http://127.0.0.1:$((base + i))/metrics" |
+      awk -v n="$name" -v m="$match" 'index($0, n) == 1 && (m == "" || index($0, m)) {s += $2} END {printf "%.0f", s}')
+    sum=$((sum + v))
+  done
+  echo "$sum"
+}
+
+printf "%-10s %8s %9s %10s %9s %6s %9s\n" run ops/s update/s upd_p99_ms 2i_mean_ms WA rejected
+dirs=()
+for cfg in $CONFIGS; do
+  label=${cfg%%:*}
+  flags=$(tr ',' ' ' <<<"${cfg#*:}")
+  WORK=$(mktemp -d /tmp/cairn-volume-data.XXXXXX)
+  CLUSTER_PIDS=()
+  # shellcheck disable=SC2086
+  cairn_cluster_start "$CAIRN" "$BASE" "$WORK" $flags
+  cairn_cluster_wait "$BASE" || { echo "cluster $label not ready"; tail "$WORK"/*.log; exit 1; }
+  target="http://127.0.0.1:$BASE,http://127.0.0.1:$((BASE + 1)),http://127.0.0.1:$((BASE + 2))"
+  # Load the objects (and one operation), then measure on its own.
+  "$CAIRN" bench --target "$target" --workload nhs --keys "$KEYS" --clients "$CLIENTS" --total 1 --warmup 0s \
+    --out "$WORK/load" >"$OUT/$label.load.log" 2>&1
+  sleep 5 # let the load's flushes and compactions settle
+  w0=$(metric "$BASE" cairn_storage_bytes_written_total); r0=$(metric "$BASE" cairn_shard_soft_limit_rejections_total)
+  "$CAIRN" bench --target "$target" --workload nhs --keys "$KEYS" --clients "$CLIENTS" --duration "$DURATION" --warmup 5s \
+    --no-preload --label "cairn $label" --out "$OUT/$label" >"$OUT/$label.log" 2>&1
+  w1=$(metric "$BASE" cairn_storage_bytes_written_total); r1=$(metric "$BASE" cairn_shard_soft_limit_rejections_total)
+  python3 - "$OUT/$label/results.json" "$label" $((w1 - w0)) $((r1 - r0)) <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+label, disk, rejected = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+op = r["operations"]
+writes = op.get("update", {}).get("ops", 0) + op.get("insert", {}).get("ops", 0)
+user = writes * 10240 * 3  # a value averages 10 KiB; three replicas
+print("%-10s %8.0f %9.0f %10.1f %9.1f %6.2f %9d" % (label, r["throughput"], op["update"]["throughput"],
+      op["update"]["latency_ms"]["p99"], op["index_query"]["latency_ms"]["mean"], disk / user if user else 0, rejected))
+PY
+  dirs+=("$OUT/$label")
+  cleanup
+done
+"$CAIRN" report --out "$OUT/report" --title "Volume test (nhs, $DURATION, $KEYS objects, $CLIENTS clients)" "${dirs[@]}" >/dev/null
+echo "report: $OUT/report/report.md"
