@@ -179,7 +179,8 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		req.Kind = wire.KindReadLocal
 		// A replica a move created and has not filled yet (applied
 		// index 0) holds nothing to serve.
-		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 {
+		// Nor does one not yet compared with its peers (docs/scrub.md).
+		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 && r.Verified() {
 			return c.readLocal(r, key)
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))

@@ -32,7 +32,7 @@ func (c *Coordinator) Head(ctx context.Context, key []byte, opts ReadOptions) (M
 	req := &wire.Request{Kind: wire.KindHead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	var resp *wire.Response
 	if opts.Consistency == Serializable || ack < c.majority() {
-		if r := c.cfg.Store.Replica(d.ID); r != nil {
+		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Verified() {
 			return c.headLocal(r, key)
 		}
 		resp, err = c.anyReplica(ctx, d, req)
@@ -56,6 +56,9 @@ func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wir
 		if _, err := r.ReadIndex(ctx); err != nil {
 			return errResponse(err)
 		}
+	}
+	if err := r.WaitVerified(ctx); err != nil {
+		return errResponse(err)
 	}
 	m, err := c.headLocal(r, req.Key)
 	if err != nil {
