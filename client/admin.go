@@ -75,7 +75,7 @@ type ShardScrub struct {
 	Index   uint64    `json:"index"`
 	Keys    uint64    `json:"keys"`
 	Root    string    `json:"root"`
-	Outcome string    `json:"outcome"` // agree, mismatch, inconclusive
+	Outcome string    `json:"outcome"` // agree, mismatch, inconclusive, repaired
 	Agree   int       `json:"agree"`
 	Ranges  []int     `json:"differing_ranges,omitempty"`
 	Nodes   []uint64  `json:"disagreeing_nodes,omitempty"`

@@ -63,7 +63,7 @@ type ShardScrub struct {
 	Index   uint64    `json:"index"`
 	Keys    uint64    `json:"keys"`
 	Root    string    `json:"root"`
-	Outcome string    `json:"outcome"` // ScrubAgree, ScrubMismatch, ScrubInconclusive
+	Outcome string    `json:"outcome"` // ScrubAgree, ScrubMismatch, ScrubInconclusive, ScrubRepaired
 	Agree   int       `json:"agree"`   // voters holding the majority (or most common) root
 	Leaves  []int     `json:"differing_ranges,omitempty"`
 	Bad     []uint64  `json:"disagreeing_nodes,omitempty"`

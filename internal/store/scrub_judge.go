@@ -13,6 +13,9 @@ const (
 	// ScrubInconclusive: no root is held by a majority of the voters
 	// (peers did not answer in time, or they disagree among themselves).
 	ScrubInconclusive = "inconclusive"
+	// ScrubRepaired: after a mismatch, the replica was replaced by a
+	// snapshot of the leader.
+	ScrubRepaired = "repaired"
 )
 
 // verdict is judge's finding.

@@ -41,6 +41,10 @@ func (s *Store) repair(shardID uint64) {
 		s.scrub.stats.RepairFailures++
 	} else {
 		s.scrub.stats.Repairs++
+		if l, ok := s.scrub.last[shardID]; ok {
+			l.Outcome, l.At = ScrubRepaired, time.Now()
+			s.scrub.last[shardID] = l
+		}
 	}
 	s.scrub.Unlock()
 	if err != nil {

@@ -31,7 +31,7 @@ func (corruptFault) Kind() string  { return "corrupt" }
 func (corruptFault) Param() string { return "values" }
 
 func (corruptFault) Inject(c *Cluster, n int) error {
-	id := corruptTarget(c, n)
+	id, regs := corruptTarget(c, n)
 	if err := c.Stop(n); err != nil {
 		c.Notef("%v", err) // killed after its bound: still stopped
 	}
@@ -44,16 +44,17 @@ func (corruptFault) Inject(c *Cluster, n int) error {
 		return fmt.Errorf("cairn debug corrupt on node %d: %v: %s", n, err, lastLineOf(out))
 	}
 	c.setCorrupted(n, id)
-	c.Notef("%s on node %d (down)", lastLineOf(out), n)
+	c.Notef("%s on node %d (down; the shard holds %d of the 8 register keys)", lastLineOf(out), n, regs)
 	return c.Start(n)
 }
 
 // corruptTarget picks the shard whose replica on node n is damaged: the
-// one n follows holding the most register keys, else shard 1.
-func corruptTarget(c *Cluster, n int) uint64 {
+// one n follows holding the most register keys, else shard 1; and how
+// many register keys it holds.
+func corruptTarget(c *Cluster, n int) (uint64, int) {
 	ci, err := c.Info(n)
 	if err != nil {
-		return 1
+		return 1, 0
 	}
 	count := map[uint64]int{}
 	for i := 0; i < 8; i++ { // the register keys of the default workload
@@ -70,7 +71,7 @@ func corruptTarget(c *Cluster, n int) uint64 {
 			best = id
 		}
 	}
-	return best
+	return best, count[best]
 }
 
 // Heal waits for the scrub to find and repair the damaged replica.
