@@ -230,8 +230,9 @@ func (s *Store) handleScrub(req *wire.Request) *wire.Response {
 }
 
 // compare collects the voters' results of the scrub mine belongs to
-// (asking each peer until it has one or ScrubWait passes), judges, and
-// reports; a local replica in the minority is repaired.
+// (asking each peer until it has one, a root has a majority, or
+// ScrubWait passes), judges, and reports; a local replica in the minority
+// is repaired.
 func (s *Store) compare(shardID uint64, mine wire.ScrubResult) {
 	r := s.replica(shardID)
 	if r == nil {
@@ -256,7 +257,9 @@ func (s *Store) compare(shardID uint64, mine wire.ScrubResult) {
 				}
 			}
 		}
-		if len(results) == len(voters) {
+		// A majority for one root settles it: a silent peer (down, cut
+		// off) cannot change the outcome, so it is not waited for.
+		if len(results) == len(voters) || judge(s.cfg.NodeID, voters, results).outcome != ScrubInconclusive {
 			break
 		}
 		select {
