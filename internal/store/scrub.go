@@ -276,6 +276,12 @@ func (s *Store) compare(shardID uint64, mine wire.ScrubResult) {
 // report records and logs a judged scrub and acts on it.
 func (s *Store) report(r *replica.Replica, mine wire.ScrubResult, v verdict) {
 	id := r.ID()
+	if s.replica(id) != r {
+		// The replica was replaced (repaired, or removed and added back)
+		// while its peers were asked: the verdict is about data that is
+		// gone.
+		return
+	}
 	s.scrub.Lock()
 	s.scrub.last[id] = ShardScrub{Index: mine.Index, Keys: mine.Keys, Root: hex16(mine.Root), Outcome: v.outcome,
 		Agree: v.agree, Leaves: v.leaves, Bad: v.minority, At: time.Now()}

@@ -48,7 +48,7 @@ type Cluster struct {
 	extra []extraNode
 	// corrupt: the shard whose replica a corrupt fault damaged, by node
 	// (under notesMu).
-	corrupt map[int]uint64
+	corrupt map[int]corruption
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {
