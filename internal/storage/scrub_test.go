@@ -158,3 +158,40 @@ func TestVerifyChecksumsFindsAFlippedByte(t *testing.T) {
 		t.Fatalf("flipped a byte of %s: VerifyChecksums = %v, want an error naming it", flipped, err)
 	}
 }
+
+// The corrupt fault's damage is the kind only a comparison of replicas
+// finds: the values change (and with them the hashes), the versions stay,
+// and every sstable still passes its checksums.
+func TestCorruptValuesKeepsChecksumsValid(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	data := map[uint64]string{}
+	for i := uint64(0); i < 100; i++ {
+		data[1000+i] = string(EncodeValue(7+i, []byte(fmt.Sprint("value-", i))))
+	}
+	putData(t, e, data)
+	before := hashes(t, e, 1000, 1100)
+	keys, err := CorruptValues(e, 1000, 1100, 10, 3)
+	if err != nil || len(keys) != 10 {
+		t.Fatalf("CorruptValues: %d keys, %v", len(keys), err)
+	}
+	if slices.Equal(before, hashes(t, e, 1000, 1100)) {
+		t.Fatal("changed values, same hashes")
+	}
+	if err := e.db.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.VerifyChecksums(context.Background()); err != nil || n == 0 {
+		t.Fatalf("after the change: %d tables, %v", n, err)
+	}
+	b, err := e.Get(DataKey(1000, []byte("k1000")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, _, d, err := DecodeValueMeta(b); err != nil || v != 7 || string(d) == "value-0" || len(d) != len("value-0") {
+		t.Fatalf("key 0 after the change: version %d, %q, %v", v, d, err)
+	}
+}
