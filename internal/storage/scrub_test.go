@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -194,4 +195,38 @@ func TestCorruptValuesKeepsChecksumsValid(t *testing.T) {
 	if v, _, d, err := DecodeValueMeta(b); err != nil || v != 7 || string(d) == "value-0" || len(d) != len("value-0") {
 		t.Fatalf("key 0 after the change: version %d, %q, %v", v, d, err)
 	}
+}
+
+// BenchmarkDataHashes hashes a shard of 100 000 keys with 100-byte values
+// into 64 leaves (one scrub of one replica's data).
+func BenchmarkDataHashes(b *testing.B) {
+	e, err := Open(b.TempDir(), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Close()
+	const n = 100_000
+	for i := 0; i < n; i += 10_000 {
+		bt := e.NewBatch()
+		for j := i; j < i+10_000; j++ {
+			tok := uint64(j) * (1 << 40)
+			bt.Set(DataKey(tok, []byte(fmt.Sprintf("key-%08d", j))), EncodeValue(uint64(j+1), bytes.Repeat([]byte{'v'}, 100)))
+		}
+		if err := bt.Commit(false); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := e.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		s := e.NewSnapshot()
+		_, keys, err := DataHashes(s, 0, 0, 64)
+		s.Close()
+		if err != nil || keys != n {
+			b.Fatalf("%d keys, %v", keys, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/key")
 }
