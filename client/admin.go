@@ -63,6 +63,35 @@ type ShardInfo struct {
 	Term       uint64   `json:"term,omitempty"`
 	Applied    uint64   `json:"applied,omitempty"` // the answering node's replica, if any
 	Commit     uint64   `json:"commit,omitempty"`
+	// Verified: false while the answering node's replica was opened from
+	// disk and no scrub has compared it with its peers yet.
+	Verified *bool `json:"verified,omitempty"`
+	// Scrub is the answering node's replica's last scrub, if any.
+	Scrub *ShardScrub `json:"scrub,omitempty"`
+}
+
+// ShardScrub is one replica's last scrub (docs/scrub.md).
+type ShardScrub struct {
+	Index   uint64    `json:"index"`
+	Keys    uint64    `json:"keys"`
+	Root    string    `json:"root"`
+	Outcome string    `json:"outcome"` // agree, mismatch, inconclusive, repaired
+	Agree   int       `json:"agree"`
+	Ranges  []int     `json:"differing_ranges,omitempty"`
+	Nodes   []uint64  `json:"disagreeing_nodes,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// ScrubStats counts one node's scrubs since it started.
+type ScrubStats struct {
+	Scrubs         uint64 `json:"scrubs"`
+	Mismatches     uint64 `json:"mismatches"`
+	Repairs        uint64 `json:"repairs"`
+	RepairFailures uint64 `json:"repair_failures"`
+	Inconclusive   uint64 `json:"inconclusive"`
+	ChecksumRuns   uint64 `json:"checksum_runs"`
+	ChecksumErrors uint64 `json:"checksum_errors"`
+	Unverified     int    `json:"unverified"`
 }
 
 // Owns reports whether token (a key's xxhash64) falls in the shard's
@@ -92,6 +121,7 @@ type ClusterInfo struct {
 	Replication int          `json:"replication"`
 	Members     []MemberInfo `json:"members"`
 	Shards      []ShardInfo  `json:"shards"`
+	Scrub       ScrubStats   `json:"scrub"`
 }
 
 // ShardHash fingerprints one replica's data (GET /v1/admin/hashes).

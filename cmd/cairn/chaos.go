@@ -151,7 +151,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.IntVar(&clients, "clients", 6, "register clients")
 	f.IntVar(&keys, "keys", 8, "register keys")
 	f.StringVar(&partitions, "partitions", chaos.PartitionsAuto, "how partition faults cut the network: iptables (each node on its own loopback address, packets dropped by the kernel), hook (the nodes' fault hook) or auto (iptables where the lab can use it)")
-	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, disk-full (the node's disk guard refuses new values), clock-skew=D (the node's clocks off by D while it lasts), clock-jump=D (they step by D once), cpu=CORES or memory=MB")
+	f.StringVar(&faultSpec, "fault", "", "compose a scenario: kill, pause, restart, partition (isolate the target), split (a minority with the target vs the majority), disk-stall=D, disk-full (the node's disk guard refuses new values), corrupt (one replica's values changed while the node is down; healing waits for the scrub to repair it), clock-skew=D (the node's clocks off by D while it lasts), clock-jump=D (they step by D once), cpu=CORES or memory=MB")
 	f.StringVar(&target, "target", "", "where faults go: leader, follower, leader:SHARD, follower:SHARD, node:N or random (overrides a scenario's targets; default for --fault: leader)")
 	f.DurationVar(&sched.At, "at", 10*time.Second, "--fault: first injection, after the start")
 	f.DurationVar(&sched.For, "for", 10*time.Second, "--fault: how long each fault lasts")

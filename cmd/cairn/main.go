@@ -34,7 +34,7 @@ func newRootCmd() *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn, error")
-	root.AddCommand(newServeCmd(), newDemoCmd(), newKVCmd(), newAdminCmd(), newBenchCmd(), newReportCmd(), newChaosCmd(), newBackupCmd(), newRestoreCmd(), newCertCmd(), &cobra.Command{
+	root.AddCommand(newServeCmd(), newDemoCmd(), newKVCmd(), newAdminCmd(), newBenchCmd(), newReportCmd(), newChaosCmd(), newBackupCmd(), newRestoreCmd(), newCertCmd(), newDebugCmd(), &cobra.Command{
 		Use: "version", Short: "Print the version", Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), "cairn", version) },
 	})

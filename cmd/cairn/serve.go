@@ -44,6 +44,7 @@ func newServeCmd() *cobra.Command {
 		transferLimit                      int
 		snapshotRate                       int64
 		shardSoftLimit                     int
+		scrubInterval                      time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -91,7 +92,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				NodeID: nodeID, HTTPAddr: httpAddr, PeerAddr: peerAddr, InitialCluster: peers,
 				DataDir: dataDir, Shards: shards, Replication: replication,
 				RequestTimeout: requestTimeout, MaxKeySize: maxKey, MaxValueSize: maxValue,
-				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
+				MaxInflight: maxInflight, MaxConns: maxConns, TickInterval: tick, ScrubInterval: scrubInterval, UnsafeNoSync: unsafeNoSync, FaultInjection: faultInjection,
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize, ValueSeparation: valueSeparation,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
@@ -131,6 +132,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.IntVar(&shardSoftLimit, "shard-soft-limit", server.DefaultShardSoftLimit, "requests one shard may have queued on a node before the next ones for it get 503 shard_overloaded at once (0: off)")
 	f.IntVar(&maxConns, "max-conns", 4096, "HTTP/1.1 client connections served at once (503 and close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
+	f.DurationVar(&scrubInterval, "scrub-interval", 10*time.Minute, "how often each shard's replicas hash and compare their data (a replica outside the majority is replaced by a snapshot) and the node verifies its sstable checksums; 0: off (docs/scrub.md)")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.IntVar(&valueSeparation, "value-separation", storage.DefaultValueSeparation, "values of at least this many bytes are kept in Pebble's blob files, out of compactions (-1: all inline)")

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -145,6 +146,11 @@ type ShardInfo struct {
 	Term       uint64   `json:"term,omitempty"`
 	Applied    uint64   `json:"applied,omitempty"` // local replica's applied index
 	Commit     uint64   `json:"commit,omitempty"`
+	// Scrub is the local replica's last scrub (docs/scrub.md); Verified
+	// false: its data was on disk while the node was down and no scrub
+	// has compared it yet (it serves no reads).
+	Scrub    *store.ShardScrub `json:"scrub,omitempty"`
+	Verified *bool             `json:"verified,omitempty"`
 }
 
 // ClusterInfo is what GET /v1/cluster reports.
@@ -153,6 +159,8 @@ type ClusterInfo struct {
 	Replication int          `json:"replication"`
 	Members     []MemberInfo `json:"members"`
 	Shards      []ShardInfo  `json:"shards"`
+	// Scrub counts the answering node's scrubs (docs/scrub.md).
+	Scrub store.ScrubStats `json:"scrub"`
 }
 
 // ShardHash fingerprints one local replica's data (see Replica.Hash).

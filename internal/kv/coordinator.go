@@ -193,8 +193,9 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		req.Kind = wire.KindReadLocal
 		// A replica a move created and has not filled yet (applied
 		// index 0) holds nothing to serve.
+		// Nor does one not yet compared with its peers (docs/scrub.md).
 		r := c.cfg.Store.Replica(d.ID)
-		local := r != nil && r.Applied() > 0
+		local := r != nil && r.Applied() > 0 && r.Verified()
 		first := c.shortestQueue(d, local, time.Now())
 		if local && first == c.cfg.NodeID {
 			return c.readLocal(r, key)

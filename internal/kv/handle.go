@@ -76,6 +76,11 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 	case wire.KindRead:
 		return c.execRead(ctx, r, req)
 	case wire.KindReadLocal:
+		if !r.Verified() {
+			// Not yet compared with its peers (docs/scrub.md): the
+			// asker tries another replica.
+			return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
+		}
 		return valueResponse(c.readLocal(r, req.Key))
 	case wire.KindHead:
 		return c.execHead(ctx, r, req)
@@ -195,6 +200,9 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 	}
 	idx, err := readIndex(ctx)
 	if err != nil {
+		return errResponse(err)
+	}
+	if err := r.WaitVerified(ctx); err != nil {
 		return errResponse(err)
 	}
 	if int(req.Ack) > c.majority() {

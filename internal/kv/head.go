@@ -38,9 +38,11 @@ func (c *Coordinator) Head(ctx context.Context, key []byte, opts ReadOptions) (M
 	req := &wire.Request{Kind: wire.KindHead, Sender: c.cfg.NodeID, ShardID: d.ID, Epoch: d.Epoch, Ack: uint32(ack), Key: key}
 	var resp *wire.Response
 	if opts.Consistency == Serializable || ack < c.majority() {
+		// A replica not yet compared with its peers serves nothing (docs/scrub.md).
 		r := c.cfg.Store.Replica(d.ID)
-		first := c.shortestQueue(d, r != nil, time.Now())
-		if r != nil && first == c.cfg.NodeID {
+		local := r != nil && r.Verified()
+		first := c.shortestQueue(d, local, time.Now())
+		if local && first == c.cfg.NodeID {
 			return c.headLocal(r, key)
 		}
 		resp, err = c.anyReplica(ctx, d, req, first)
@@ -64,6 +66,9 @@ func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wir
 		if _, err := r.ReadIndex(ctx); err != nil {
 			return errResponse(err)
 		}
+	}
+	if err := r.WaitVerified(ctx); err != nil {
+		return errResponse(err)
 	}
 	m, err := c.headLocal(r, req.Key)
 	if err != nil {

@@ -43,7 +43,8 @@ const clusterAskTimeout = 500 * time.Millisecond
 // node that does not answer leaves what this node knew before (the leader
 // it last routed to, the address the node last gave).
 func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
-	ci := ClusterInfo{NodeID: c.cfg.NodeID, Replication: c.cfg.Replication}
+	ci := ClusterInfo{NodeID: c.cfg.NodeID, Replication: c.cfg.Replication, Scrub: c.cfg.Store.ScrubStats()}
+	scrubs := c.cfg.Store.LastScrubs()
 	var views map[uint64]wire.NodeInfo
 	if c.clusterNeedsPeers() {
 		views = c.askPeers(ctx)
@@ -91,6 +92,11 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 		r := c.cfg.Store.Replica(d.ID)
 		if r != nil {
 			si.Term, si.Applied, si.Leader = r.Term(), r.Applied(), r.Leader()
+			verified := r.Verified()
+			si.Verified = &verified
+			if sc, ok := scrubs[d.ID]; ok {
+				si.Scrub = &sc
+			}
 		}
 		if si.Leader == 0 {
 			if l, ok := remote[d.ID]; ok {

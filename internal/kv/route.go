@@ -93,9 +93,10 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			refreshes++
 			lastErr = errors.New(resp.Message)
 			continue
-		case resp.Status == wire.StatusStopping && local != nil && local.Removed():
+		case resp.Status == wire.StatusStopping && local != nil && (local.Removed() || c.cfg.Store.Replica(d.ID) != local):
 			// The local replica was just removed from the shard (a move
-			// took it away): go to the leader over the wire instead.
+			// took it away, or a scrub repair replaces it): go to the
+			// leader over the wire instead.
 			local, viaRaft = nil, false
 			lastErr = errors.New(resp.Message)
 			continue

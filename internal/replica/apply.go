@@ -3,7 +3,9 @@ package replica
 import (
 	"github.com/cairn-db/cairn/internal/raftlog"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3/raftpb"
 )
 
@@ -12,11 +14,23 @@ import (
 // contract), then resolves their proposals.
 func (r *Replica) applyLocked(ents []raftpb.Entry) {
 	var newDesc *shard.Descriptor
-	rd := r.sm.Begin(func(reqID []byte) bool { return len(r.mu.props[string(reqID)]) > 0 })
+	waiting := func(reqID []byte) bool { return len(r.mu.props[string(reqID)]) > 0 }
+	rd := r.sm.Begin(waiting)
+	var results []statemachine.Applied
 	for i := range ents {
 		e := &ents[i]
 		switch e.Type {
 		case raftpb.EntryNormal:
+			if id, ok := wire.ScrubEntry(e.Data); ok {
+				// The round ends at the scrub entry, so the engine
+				// snapshot taken now holds the data at exactly its index
+				// on every replica (docs/scrub.md).
+				results = append(results, rd.Applied()...)
+				r.commitRoundLocked(rd, *e)
+				r.scrubLocked(id, e.Index)
+				rd = r.sm.Begin(waiting)
+				continue
+			}
 			r.sm.ApplyEntry(rd, e.Index, e.Term, e.Data)
 		case raftpb.EntryConfChange:
 			var cc raftpb.ConfChange
@@ -45,19 +59,12 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 				"epoch", next.Epoch, "voters", next.Replicas, "learners", next.Learners)
 		}
 	}
-	last := ents[len(ents)-1]
-	as := raftlog.AppliedState{Index: last.Index, Term: last.Term, ConfState: r.mu.cs}
-	rd.Set(storage.AppliedKey(r.id), as.Marshal())
-	if err := r.sm.Commit(rd); err != nil {
-		panic("replica: apply: " + err.Error())
-	}
-	r.mu.appliedT = last.Term
-	r.applied.Store(last.Index)
+	r.commitRoundLocked(rd, ents[len(ents)-1])
 	if newDesc != nil {
 		r.setDesc(*newDesc)
 		r.noteMembershipLocked()
 	}
-	results := rd.Applied()
+	results = append(results, rd.Applied()...)
 	if c := r.cfg.LeaderApplied; c != nil && len(results) > 0 && r.leader.Load() == r.cfg.NodeID {
 		c.Add(uint64(len(results)))
 	}
@@ -82,6 +89,17 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 			r.mu.props[id] = kept
 		}
 	}
+}
+
+// commitRoundLocked writes round rd with last as the applied position.
+func (r *Replica) commitRoundLocked(rd *statemachine.Round, last raftpb.Entry) {
+	as := raftlog.AppliedState{Index: last.Index, Term: last.Term, ConfState: r.mu.cs}
+	rd.Set(storage.AppliedKey(r.id), as.Marshal())
+	if err := r.sm.Commit(rd); err != nil {
+		panic("replica: apply: " + err.Error())
+	}
+	r.mu.appliedT = last.Term
+	r.applied.Store(last.Index)
 }
 
 // noteMembershipLocked marks the replica removed, once, when its applied

@@ -90,6 +90,12 @@ type Config struct {
 	// that no longer lists it). It runs on the worker applying the entry,
 	// under the replica's lock: it must only queue the removal.
 	OnRemoved func(d shard.Descriptor)
+	// OnScrub, if set, is called when the replica applies a scrub entry
+	// (docs/scrub.md): with the entry's id and index, the shard's token
+	// range then, and an engine snapshot holding the data at exactly
+	// that index, which the callee must Close. It runs under the
+	// replica's lock: it must only queue the work.
+	OnScrub func(shardID, id, index, start, end uint64, snap *storage.Snapshot)
 }
 
 // EnsureDefaults returns c with its zero tuning fields set to their
@@ -176,6 +182,9 @@ type Replica struct {
 	desc    atomic.Pointer[shard.Descriptor]
 	descCh  atomic.Pointer[chan struct{}]
 	removed atomic.Bool
+	// unverified: the replica's data is not known to agree with its
+	// shard's (scrub.go); it serves no reads.
+	unverified atomic.Bool
 	// peer: snapshots in flight and refused messages (snapshot*.go).
 	peer peerState
 

@@ -44,6 +44,7 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_snapshot_bytes_sent_total", Help: "Snapshot data bytes streamed to other nodes.",
 	}, func() float64 { return float64(s.store.SnapshotStats().Bytes) }))
+	registerScrubMetrics(reg, s.store)
 	registerDiskMetrics(reg, s.disk)
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cairn_replicas", Help: "Shard replicas on this node.",
@@ -59,4 +60,21 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 		}
 		return float64(n)
 	}))
+}
+
+// registerScrubMetrics exports the scrubber's counters (docs/scrub.md).
+func registerScrubMetrics(reg *prometheus.Registry, st *store.Store) {
+	counter := func(name, help string, f func(store.ScrubStats) uint64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(st.ScrubStats())) }))
+	}
+	counter("cairn_scrubs_total", "Scrubs whose data a local replica hashed.", func(s store.ScrubStats) uint64 { return s.Scrubs })
+	counter("cairn_scrub_mismatches_total", "Scrubs that found a local replica's data differing from its shard's majority.", func(s store.ScrubStats) uint64 { return s.Mismatches })
+	counter("cairn_scrub_repairs_total", "Local replicas replaced by a snapshot from the leader after a scrub mismatch.", func(s store.ScrubStats) uint64 { return s.Repairs })
+	counter("cairn_scrub_repair_failures_total", "Repairs after a scrub mismatch that stopped with an error.", func(s store.ScrubStats) uint64 { return s.RepairFailures })
+	counter("cairn_scrub_inconclusive_total", "Scrubs where no hash had a majority of the shard's voters.", func(s store.ScrubStats) uint64 { return s.Inconclusive })
+	counter("cairn_scrub_checksum_errors_total", "SSTable checksum verifications that found a corrupt table.", func(s store.ScrubStats) uint64 { return s.ChecksumErrors })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cairn_scrub_unverified_replicas", Help: "Local replicas opened from disk and not yet found equal to their shard's majority (they serve no reads).",
+	}, func() float64 { return float64(st.ScrubStats().Unverified) }))
 }

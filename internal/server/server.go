@@ -54,6 +54,10 @@ type Config struct {
 	MaxConns int
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
+	// ScrubInterval: how often every shard's replicas hash and compare
+	// their data and the node verifies its sstable checksums
+	// (docs/scrub.md). 0: no scrubbing.
+	ScrubInterval time.Duration
 	// UnsafeNoSync disables fsync: acknowledged writes can be lost.
 	UnsafeNoSync bool
 	// GroupCommitDelay and GroupCommitWrites: while many writes wait on
@@ -272,7 +276,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("server: replication %d: want at least 1", c.Replication)
 	case c.Shards < 0:
 		return fmt.Errorf("server: shards %d: want 0 (one per node) or more", c.Shards)
-	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0:
+	case c.RequestTimeout < 0 || c.TickInterval < 0 || c.GroupCommitDelay < 0 || c.ScrubInterval < 0:
 		return errors.New("server: request timeout, tick and group commit delay cannot be negative")
 	case c.QuotaBytes < 0:
 		return errors.New("server: quota bytes cannot be negative (0: no quota)")
@@ -403,7 +407,7 @@ func (s *Server) build() error {
 	}
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
-		Replica: rc, Logger: s.log,
+		ScrubInterval: cfg.ScrubInterval, Replica: rc, Logger: s.log,
 	}, s.fresh && bootstrap)
 	if err != nil {
 		return err

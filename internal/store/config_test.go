@@ -10,18 +10,21 @@ import (
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	eng := &storage.Engine{}
 	c := Config{NodeID: 1, Engine: eng}.EnsureDefaults()
-	if c.Workers != 8 || c.TickInterval.Milliseconds() != 100 || c.MaxSnapshots != 2 || c.Logger == nil {
+	if c.Workers != 8 || c.TickInterval.Milliseconds() != 100 || c.MaxSnapshots != 2 || c.Logger == nil ||
+		c.ScrubInterval != 0 || c.ScrubWait.Seconds() != 30 {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
 	for want, bad := range map[string]Config{
-		"NodeID":       {Engine: eng},
-		"Engine":       {NodeID: 1},
-		"Workers":      {NodeID: 1, Engine: eng, Workers: -2},
-		"TickInterval": {NodeID: 1, Engine: eng, TickInterval: -1},
-		"MaxSnapshots": {NodeID: 1, Engine: eng, MaxSnapshots: -1},
+		"NodeID":        {Engine: eng},
+		"Engine":        {NodeID: 1},
+		"Workers":       {NodeID: 1, Engine: eng, Workers: -2},
+		"TickInterval":  {NodeID: 1, Engine: eng, TickInterval: -1},
+		"MaxSnapshots":  {NodeID: 1, Engine: eng, MaxSnapshots: -1},
+		"ScrubInterval": {NodeID: 1, Engine: eng, ScrubInterval: -1},
+		"ScrubWait":     {NodeID: 1, Engine: eng, ScrubWait: -1},
 	} {
 		if err := bad.EnsureDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)

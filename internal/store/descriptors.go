@@ -76,6 +76,11 @@ func (s *Store) openReplicas(bootstrap bool) error {
 			}
 			continue
 		}
+		if has && s.cfg.ScrubInterval > 0 {
+			// Its data was on disk while the node was down: compared
+			// with its peers before it serves reads (scrub.go).
+			r.SetVerified(false)
+		}
 		s.mu.replicas[id] = r
 		s.sched.add(id)
 	}

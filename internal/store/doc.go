@@ -39,5 +39,18 @@
 //   - orphans: every OrphanInterval, a replica long without a leader asks
 //     its shard's members whether it was removed while away;
 //   - snapshot senders: one per in-flight snapshot, at most MaxSnapshots;
-//     each streams from an engine snapshot pinned when raft asked for it.
+//     each streams from an engine snapshot pinned when raft asked for it;
+//   - with ScrubInterval (scrub.go, docs/scrub.md): the scrubber proposes
+//     scrub entries (each interval on the shards this node leads, every 2 s
+//     for unverified replicas) and verifies the sstable checksums; the
+//     hasher hashes the engine snapshots replicas pinned at scrub entries,
+//     one at a time; one comparer per hashed scrub asks the peers for
+//     theirs (bounded by ScrubWait); one repair per shard found outside its
+//     majority (bounded by 10 minutes).
+//
+// Scrubbing. A replica opened over data that was on disk while the node
+// was down is unverified (replica.Verified) until a scrub agrees with its
+// shard's majority; the coordinator serves no read from it meanwhile. A
+// replica outside the majority replaces itself: removed, deleted, added
+// back and filled by a snapshot (scrub_repair.go).
 package store

@@ -219,13 +219,15 @@ func (s *Store) HandleMembers(ctx context.Context, req *wire.Request) *wire.Resp
 }
 
 // HandleAdmin answers the store's own request kinds (KindCreateReplica,
-// KindMembers); ok false for any other kind.
+// KindMembers, KindScrub); ok false for any other kind.
 func (s *Store) HandleAdmin(ctx context.Context, req *wire.Request) (*wire.Response, bool) {
 	switch req.Kind {
 	case wire.KindCreateReplica:
 		return s.handleCreate(req), true
 	case wire.KindMembers:
 		return s.HandleMembers(ctx, req), true
+	case wire.KindScrub:
+		return s.handleScrub(req), true
 	}
 	return nil, false
 }

@@ -46,6 +46,14 @@ type Config struct {
 	// their shard removed them while they were away (orphans.go).
 	// Default 10s; negative disables.
 	OrphanInterval time.Duration
+	// ScrubInterval: how often each shard's leader has its replicas hash
+	// their data and compare it (scrub.go, docs/scrub.md), and how often
+	// the engine's sstable checksums are verified. 0 (the default): no
+	// scrubbing, and replicas opened from disk serve reads at once.
+	ScrubInterval time.Duration
+	// ScrubWait: how long a replica waits for its peers' hashes of a
+	// scrub before judging with those it has. Default 30s.
+	ScrubWait time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -75,6 +83,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.OrphanInterval == 0 {
 		c.OrphanInterval = 10 * time.Second
 	}
+	if c.ScrubWait == 0 {
+		c.ScrubWait = 30 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -92,6 +103,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: Workers %d: want at least 1", c.Workers)
 	case c.TickInterval <= 0:
 		return fmt.Errorf("store: TickInterval %s: want a positive duration", c.TickInterval)
+	case c.ScrubInterval < 0:
+		return fmt.Errorf("store: ScrubInterval %s: want 0 (off) or a positive duration", c.ScrubInterval)
+	case c.ScrubWait < 0:
+		return fmt.Errorf("store: ScrubWait %s: want a positive duration", c.ScrubWait)
 	case c.MaxSnapshots < 1:
 		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
 	}
@@ -133,9 +148,11 @@ type Store struct {
 	// drops counts the messages from peers dropped, by reason.
 	drops     [numDrops]atomic.Uint64
 	snapStats snapCounters
-	ctx       context.Context
-	cancel    context.CancelFunc
-	wg        sync.WaitGroup
+	// scrub: hashing, comparing and repairing (scrub.go).
+	scrub  scrubState
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // New opens every local replica of the map. bootstrap allows creating the
@@ -151,6 +168,7 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 	s.mu.known = map[uint64]shard.Descriptor{}
 	s.mu.tombs = map[uint64]uint64{}
 	s.removals.wake = make(chan struct{}, 1)
+	s.scrub.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sched = newSched(nil)
 	if err := s.openReplicas(bootstrap); err != nil {
@@ -168,6 +186,9 @@ func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	rc.Logger = s.cfg.Logger
 	rc.LeaderApplied = &s.leaderApplied
 	rc.OnRemoved = s.queueRemoval
+	if s.cfg.ScrubInterval > 0 {
+		rc.OnScrub = s.queueScrub
+	}
 	return rc
 }
 
@@ -210,6 +231,10 @@ func (s *Store) Start(campaign bool) {
 	}
 	if s.cfg.SickThreshold > 0 {
 		s.goFunc(s.health)
+	}
+	if s.cfg.ScrubInterval > 0 {
+		s.goFunc(s.scrubber)
+		s.goFunc(s.hasher)
 	}
 	if campaign {
 		for _, r := range s.replicaList() {

@@ -26,6 +26,10 @@ const (
 	// membership change of ShardID (a move, an addition, a removal);
 	// Command encodes it (store.MemberChange).
 	KindMembers Kind = 9
+	// KindScrub asks the receiver for its replica's hashes of the scrub
+	// whose id is Index (docs/scrub.md); the answer's Value is a
+	// ScrubResult, or StatusNotFound while the receiver has none.
+	KindScrub Kind = 10
 )
 
 // Request is what a coordinator sends to another node.
@@ -89,7 +93,7 @@ func (r *Request) Unmarshal(b []byte) error {
 	if err := rd.done(); err != nil {
 		return err
 	}
-	if r.Kind < KindWrite || r.Kind > KindMembers {
+	if r.Kind < KindWrite || r.Kind > KindScrub {
 		rd.fail("unknown kind")
 	}
 	return rd.err

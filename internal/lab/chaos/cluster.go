@@ -36,7 +36,7 @@ type Cluster struct {
 	// nf cuts the network between node addresses (PartitionsIPTables).
 	nf *netfilter
 	// notes are what faults said about their last injection or healing;
-	// notesMu also guards mem, backups and extra.
+	// notesMu also guards mem, backups, extra and corrupt.
 	notesMu sync.Mutex
 	notes   []string
 	// mem holds the figures a memory fault took at healing, by node,
@@ -46,6 +46,9 @@ type Cluster struct {
 	backups []backupRun
 	// extra are the nodes faults started (add-node), under notesMu.
 	extra []extraNode
+	// corrupt: the shard whose replica a corrupt fault damaged, by node
+	// (under notesMu).
+	corrupt map[int]corruption
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {

@@ -10,7 +10,8 @@ import (
 // ParseFault reads a fault from the command line: kill, pause, restart,
 // partition (isolate the target), split (a minority with the target against
 // a majority), disk-stall=DURATION, disk-full (the node's disk guard
-// refuses new values), clock-skew=DURATION (the node's
+// refuses new values), corrupt (one replica's values changed while the node
+// is down; healing waits for the scrub to repair it), clock-skew=DURATION (the node's
 // clocks off by it while the fault lasts), clock-jump=DURATION (the
 // clocks step by it once), cpu=FRACTION-OF-A-CORE or memory=MB.
 // needsCgroups is true for cpu and memory.
@@ -35,6 +36,8 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		return noArg(splitFault{})
 	case "disk-full":
 		return noArg(diskFullFault{})
+	case "corrupt":
+		return noArg(corruptFault{})
 	case "disk-stall":
 		d, err := time.ParseDuration(arg)
 		if err != nil || d <= 0 {
@@ -60,7 +63,7 @@ func ParseFault(spec string) (f Fault, needsCgroups bool, err error) {
 		}
 		return cgroupFault{memory: mb << 20}, true, nil
 	}
-	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, split, disk-stall=D, disk-full, clock-skew=D, clock-jump=D, cpu=Q, memory=MB)", spec)
+	return nil, false, fmt.Errorf("chaos: unknown fault %q (kill, pause, restart, partition, split, disk-stall=D, disk-full, corrupt, clock-skew=D, clock-jump=D, cpu=Q, memory=MB)", spec)
 }
 
 // Schedule repeats one fault: the first at At, lasting For, Repeat times,

@@ -48,6 +48,7 @@ var Scenarios = map[string]Scenario{
 	"clock-skew-leader":   {Description: "the clocks of the leader of shard 1 run 2 minutes ahead for 10 s, then step back", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute}, "leader")},
 	"clock-skew-follower": {Description: "the clocks of a follower of shard 1 run 2 minutes ahead for 10 s, then step back", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute}, "follower")},
 	"clock-jump-leader":   {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead mid-run and stay there", MinDuration: 20 * time.Second, Steps: one(clockFault{by: 2 * time.Minute, jump: true}, "leader")},
+	"corrupt-follower":    {Description: "stop a follower of shard 1, invert every value of one of its replicas (checksums intact), restart it: its scrub must find the replica outside the majority and replace it by a snapshot, with no changed value ever read", MinDuration: 25 * time.Second, Steps: one(corruptFault{}, "follower")},
 	"disk-full-leader":    {Description: "the disk of the leader of shard 1 is full for 10 s (its disk guard answers new values with 507 and hands its leaderships away)", MinDuration: 20 * time.Second, Steps: one(diskFullFault{}, "leader")},
 	"clock-jump-partition": {Description: "the clocks of the leader of shard 1 jump 2 minutes ahead, then it is isolated for 6 s (writes in flight to it are retried elsewhere under their request ids)", MinDuration: 25 * time.Second,
 		Steps: func(d time.Duration) []Step {
