@@ -153,6 +153,7 @@ func (s *Store) LearnDescriptor(d shard.Descriptor) bool {
 		return false
 	}
 	s.mu.known[d.ID] = d.Clone()
+	s.routesChanged()
 	return true
 }
 
@@ -201,6 +202,7 @@ func (s *Store) removeLocal(d shard.Descriptor) error {
 		s.mu.known[d.ID] = d.Clone()
 	}
 	s.mu.Unlock()
+	s.routesChanged()
 	s.sched.remove(d.ID)
 	if r != nil {
 		r.Stop() // waits for a round in progress
@@ -278,6 +280,7 @@ func (s *Store) CreateReplica(d shard.Descriptor) error {
 	}
 	s.mu.replicas[d.ID] = r
 	s.sched.add(d.ID)
+	s.routesChanged()
 	s.cfg.Logger.Info("created an empty learner replica", "shard", d.ID, "epoch", d.Epoch)
 	return nil
 }

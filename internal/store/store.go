@@ -122,6 +122,12 @@ type Store struct {
 		queue []shard.Descriptor
 		wake  chan struct{}
 	}
+	// route is the routing table built from the known descriptors
+	// (routing.go), rebuilt when dirty.
+	route struct {
+		table atomic.Pointer[routeTable]
+		dirty atomic.Bool
+	}
 	snapSem chan struct{}
 	// moved and refused are owned by the balancer goroutine: when
 	// leadership handed to a preferred node comes straight back, that node
@@ -168,6 +174,8 @@ func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	rc.Logger = s.cfg.Logger
 	rc.LeaderApplied = &s.leaderApplied
 	rc.OnRemoved = s.queueRemoval
+	rc.OnSplit = s.addSplit
+	rc.OnRangeChange = s.routesChanged
 	return rc
 }
 
