@@ -46,6 +46,8 @@ type Cluster struct {
 	backups []backupRun
 	// extra are the nodes faults started (add-node), under notesMu.
 	extra []extraNode
+	// newShards are the shards split faults made (under notesMu).
+	newShards []uint64
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {
