@@ -245,20 +245,30 @@ var (
 	ErrBadDescriptor = errors.New("store: bad descriptor")
 )
 
-// CreateReplica creates an empty learner replica of d's shard on this
-// node (the first step of adding it, asked by the shard's leader through
-// wire.KindCreateReplica). Idempotent: an existing replica is left alone.
-// Refused when d does not list this node as a learner, or when the
-// node's replica of the shard was removed at d's epoch or later (a late
-// request never brings back a removed replica).
+// CreateReplica creates an empty replica of d's shard on this node,
+// asked by the shard's leader through wire.KindCreateReplica: a learner
+// (the first step of adding it), or a voter of a shard a split made that
+// this node missed (split.go). Idempotent: an existing replica is left
+// alone. Refused when d does not list this node, when it lists it as a
+// voter while a local replica owns part of d's range, or when the node's
+// replica of the shard was removed at d's epoch or later (a late request
+// never brings back a removed replica).
 func (s *Store) CreateReplica(d shard.Descriptor) error {
-	if d.ID == 0 || !d.IsLearner(s.cfg.NodeID) || len(d.Replicas) == 0 {
-		return fmt.Errorf("%w: shard %d does not list node %d as a learner", ErrBadDescriptor, d.ID, s.cfg.NodeID)
+	if d.ID == 0 || !d.HasReplica(s.cfg.NodeID) || len(d.Replicas) == 0 {
+		return fmt.Errorf("%w: shard %d does not list node %d", ErrBadDescriptor, d.ID, s.cfg.NodeID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.replicas[d.ID] != nil {
 		return nil
+	}
+	if !d.IsLearner(s.cfg.NodeID) && s.overlapsLocked(d) {
+		// A voter's replica is created empty only for a shard a split
+		// made that this node missed (split.go): never while a local
+		// replica still owns part of the range (it creates the new
+		// shard's replica itself when it applies the split).
+		return fmt.Errorf("%w: shard %d lists node %d as a voter, and a local replica still owns part of [%x,%x)",
+			ErrBadDescriptor, d.ID, s.cfg.NodeID, d.Start, d.End)
 	}
 	if k, ok := s.mu.known[d.ID]; ok && (k.Start != d.Start || k.End != d.End) {
 		return fmt.Errorf("%w: shard %d owns [%x,%x), not [%x,%x)", ErrBadDescriptor, d.ID, k.Start, k.End, d.Start, d.End)

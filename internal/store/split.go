@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // SplitShard splits the shard at the midpoint of its token range
@@ -86,4 +87,75 @@ func unmarshalSplitResult(b []byte) (parent, child []byte, err error) {
 		return nil, nil, errors.New("store: malformed split answer")
 	}
 	return b[k : k+int(n)], b[k+int(n):], nil
+}
+
+// A replica that missed a split — its shard's log was truncated past the
+// split while it was away, so it caught up by a snapshot of the narrowed
+// shard — has no replica of the new shard, whose group then runs one
+// member short: its messages for the new shard are dropped as for an
+// unknown shard. The new shard's leader repairs it: a member that is
+// reachable but has never answered (match 0, not recently active) for
+// missingChecks checks in a row is asked to create an empty replica of
+// the shard (wire.KindCreateReplica), which the leader then fills with a
+// snapshot, as in a move. The member accepts only if no local replica
+// overlaps the shard's range (its own copy of the old shard has passed
+// the split, or it holds none): one that has not applied the split yet
+// will create the replica itself when it does.
+
+// missingChecks: orphan-collector rounds a member must stay silent
+// before the leader asks it to create its replica.
+const missingChecks = 3
+
+// repairSplits runs one round of the repair above over the local leaders
+// (silent counts rounds per shard and member).
+func (s *Store) repairSplits(silent map[[2]uint64]int) {
+	if s.tr == nil {
+		return
+	}
+	seen := map[[2]uint64]bool{}
+	for _, r := range s.replicaList() {
+		if !r.IsLeader() || r.Removed() {
+			continue
+		}
+		st := r.Status()
+		d := r.Desc()
+		for id, pr := range st.Progress {
+			key := [2]uint64{r.ID(), id}
+			if id == s.cfg.NodeID || pr.Match != 0 || pr.RecentActive || !d.HasReplica(id) || !s.tr.Reachable(id) {
+				continue
+			}
+			seen[key] = true
+			if silent[key]++; silent[key] < missingChecks {
+				continue
+			}
+			silent[key] = 0
+			ctx, cancel := context.WithTimeout(s.ctx, orphanAsk)
+			req := &wire.Request{Kind: wire.KindCreateReplica, Sender: s.cfg.NodeID, ShardID: d.ID, Command: d.Marshal()}
+			resp, err := s.tr.Request(ctx, id, req)
+			cancel()
+			if err == nil && resp.Status == wire.StatusOK {
+				s.cfg.Logger.Info("asked a member without a replica of the shard to create one", "shard", d.ID, "node", id)
+			}
+		}
+	}
+	for key := range silent {
+		if !seen[key] {
+			delete(silent, key)
+		}
+	}
+}
+
+// overlapsLocked reports whether a local replica other than d's own
+// shard's owns a token of d's range. Under s.mu.
+func (s *Store) overlapsLocked(d shard.Descriptor) bool {
+	for id, r := range s.mu.replicas {
+		if id == d.ID {
+			continue
+		}
+		o := r.Desc()
+		if (d.End == 0 || o.Start < d.End) && (o.End == 0 || d.Start < o.End) {
+			return true
+		}
+	}
+	return false
 }

@@ -298,3 +298,46 @@ func TestSplitSurvivesRestarts(t *testing.T) {
 		}
 	}
 }
+
+// A node down while the split commits and the old shard's log is then
+// truncated past it catches up by a snapshot of the narrowed shard and
+// never applies the split: the new shard's leader finds the member
+// silent and has it create an empty replica, filled by a snapshot; the
+// new shard ends with all three replicas holding every acknowledged
+// write. A voter's replica is never created while a local replica still
+// owns part of the range.
+func TestSplitRepairsAReplicaThatMissedIt(t *testing.T) {
+	c := newMoveCluster(t, 3)
+	ctx := moveCtx(t)
+	acked := map[string]string{}
+	parent, _ := c.nodes[1].st.Descriptor(1)
+	lower, upper := parent.Halves(1 << 63)
+	// Refused: node 1's shard 1 still owns the upper half.
+	if err := c.nodes[1].st.CreateReplica(upper); err == nil {
+		t.Fatal("created a voter replica over a range a local replica owns")
+	}
+	c.stop(3)
+	if _, err := c.nodes[1].st.SplitShard(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	splitAt := c.leaderOf(1).Applied()
+	for i := 0; i < 60; i++ {
+		k := fmt.Sprint("x-", i)
+		if _, _, err := c.put(ctx, "id-"+k, k, k); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = k
+	}
+	if first, _ := c.leaderOf(1).LogBounds(); first <= splitAt {
+		t.Fatalf("the old shard's log was not truncated past the split (first index %d)", first)
+	}
+	c.start(3, false)
+	deadline := time.Now().Add(20 * time.Second)
+	for c.nodes[3].st.Replica(upper.ID) == nil {
+		if time.Now().After(deadline) {
+			t.Fatal("node 3 never got a replica of the new shard")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.checkSplitAll([]uint64{1, 2, 3}, lower, upper, acked)
+}
