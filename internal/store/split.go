@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -158,4 +159,44 @@ func (s *Store) overlapsLocked(d shard.Descriptor) bool {
 		}
 	}
 	return false
+}
+
+// DefaultSplitSize is Config.SplitSize's default: 256 MiB.
+const DefaultSplitSize = 256 << 20
+
+// splitter checks, every SplitCheckInterval, the on-disk size of the data
+// of each shard this node leads, and splits one that passed SplitSize
+// (one split per shard and round; a half still too large splits again on
+// a later round).
+func (s *Store) splitter() {
+	t := time.NewTicker(s.cfg.SplitCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			return
+		}
+		for _, r := range s.replicaList() {
+			if !r.IsLeader() || r.Removed() {
+				continue
+			}
+			d := r.Desc()
+			if _, ok := d.SplitPoint(); !ok {
+				continue
+			}
+			start, end := storage.DataSpan(d.Start, d.End)
+			size, err := s.cfg.Engine.EstimateSize(start, end)
+			if err != nil || size <= uint64(s.cfg.SplitSize) {
+				continue
+			}
+			s.cfg.Logger.Info("shard passed the split size: splitting it", "shard", d.ID, "bytes", size, "split_size", s.cfg.SplitSize)
+			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
+			_, err = s.runSplit(ctx, d.ID)
+			cancel()
+			if err != nil {
+				s.cfg.Logger.Warn("automatic split", "shard", d.ID, "err", err)
+			}
+		}
+	}
 }

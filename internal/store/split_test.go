@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 	"time"
@@ -340,4 +341,68 @@ func TestSplitRepairsAReplicaThatMissedIt(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.checkSplitAll([]uint64{1, 2, 3}, lower, upper, acked)
+}
+
+// A shard whose data passes SplitSize on disk is split by its leader
+// without being asked, again while a half is still too large; every
+// acknowledged write stays readable from the shard that owns it.
+func TestSplitBySize(t *testing.T) {
+	c := newMoveCluster(t, 3)
+	for _, id := range []uint64{1, 2, 3} {
+		c.stop(id)
+	}
+	c.tune = func(cfg *Config) {
+		cfg.SplitSize = 256 << 10
+		cfg.SplitCheckInterval = 100 * time.Millisecond
+	}
+	for _, id := range []uint64{1, 2, 3} {
+		c.start(id, false)
+	}
+	ctx := moveCtx(t)
+	acked := map[string]string{}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; i < 400; i++ {
+				k := fmt.Sprintf("big-%d-%d", w, i)
+				mu.Lock()
+				b := make([]byte, 900) // incompressible, below the blob-file threshold
+				for j := range b {
+					b[j] = byte('a' + rng.IntN(26))
+				}
+				mu.Unlock()
+				if _, _, err := c.put(ctx, "id-"+k, k, string(b)); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				acked[k] = string(b)
+				mu.Unlock()
+			}
+		}(w)
+	}
+	wg.Wait()
+	deadline := time.Now().Add(20 * time.Second)
+	for len(c.nodes[1].st.Cover()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("the shard never split by size")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cover := c.nodes[1].st.Cover()
+	t.Logf("%d shards after writing %d KiB", len(cover), len(acked)*900>>10)
+	for k, v := range acked {
+		d, _ := c.nodes[1].st.Route(shard.Token([]byte(k)))
+		r := c.leaderOf(d.ID)
+		if err := r.WaitApplied(ctx, r.Status().Commit); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, err := r.Get([]byte(k)); err != nil || string(got) != v {
+			t.Fatalf("shard %d: %s: %v", d.ID, k, err)
+		}
+	}
 }

@@ -46,6 +46,14 @@ type Config struct {
 	// their shard removed them while they were away (orphans.go).
 	// Default 10s; negative disables.
 	OrphanInterval time.Duration
+	// SplitSize: a shard this node leads whose data takes more than this
+	// many bytes on disk (sstables; the memtable is not counted) is split
+	// in two halves of its token range (split.go). Default 256 MiB;
+	// negative disables automatic splits.
+	SplitSize int64
+	// SplitCheckInterval: how often the leaders' sizes are checked.
+	// Default 30s.
+	SplitCheckInterval time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -75,6 +83,12 @@ func (c Config) EnsureDefaults() Config {
 	if c.OrphanInterval == 0 {
 		c.OrphanInterval = 10 * time.Second
 	}
+	if c.SplitSize == 0 {
+		c.SplitSize = DefaultSplitSize
+	}
+	if c.SplitCheckInterval == 0 {
+		c.SplitCheckInterval = 30 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -92,6 +106,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: Workers %d: want at least 1", c.Workers)
 	case c.TickInterval <= 0:
 		return fmt.Errorf("store: TickInterval %s: want a positive duration", c.TickInterval)
+	case c.SplitCheckInterval < 0:
+		return fmt.Errorf("store: SplitCheckInterval %s: want a positive duration", c.SplitCheckInterval)
 	case c.MaxSnapshots < 1:
 		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
 	}
@@ -218,6 +234,9 @@ func (s *Store) Start(campaign bool) {
 	}
 	if s.cfg.SickThreshold > 0 {
 		s.goFunc(s.health)
+	}
+	if s.cfg.SplitSize > 0 {
+		s.goFunc(s.splitter)
 	}
 	if campaign {
 		for _, r := range s.replicaList() {
