@@ -140,3 +140,24 @@ func TestSplitUnderLoad(t *testing.T) {
 		t.Errorf("GET split: %v, want 405", r)
 	}
 }
+
+// The chaos lab's split scenario, short: six splits under the recorded
+// workload (one while a node is down); the history is linearizable, no
+// acknowledged write is lost or applied twice, the replicas converge.
+func TestChaosSplit(t *testing.T) {
+	r, _, err := runChaosDepth(t, "--scenario", "split", "--duration", "30s")
+	if err != nil {
+		t.Fatalf("chaos run failed: %v", err)
+	}
+	if !r.Linearizable || r.LostWrites != 0 || !r.ReplicasConverged || r.AppliedTwice == nil || len(r.AppliedTwice) != 0 || r.Ops < 100 {
+		t.Fatalf("checks: %+v", r)
+	}
+	if len(r.Faults) != 6 {
+		t.Fatalf("faults: %+v", r.Faults)
+	}
+	for _, f := range r.Faults {
+		if f.Error != "" || f.Node == 0 {
+			t.Fatalf("fault %+v", f)
+		}
+	}
+}
