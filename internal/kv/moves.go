@@ -17,7 +17,7 @@ import (
 // shard or node, a change that cannot be made), ErrTimeout (ctx ended
 // first; the move may be half done, and asking again finishes it).
 func (c *Coordinator) MoveReplica(ctx context.Context, shardID, from, to uint64) (shard.Descriptor, error) {
-	if _, ok := c.cfg.Store.Descriptor(shardID); !ok {
+	if !c.knowShard(ctx, shardID) {
 		return shard.Descriptor{}, fmt.Errorf("%w: no shard %d", ErrInvalidArgument, shardID)
 	}
 	if from == 0 || to == 0 || from == to {
@@ -43,7 +43,7 @@ func (c *Coordinator) MoveReplica(ctx context.Context, shardID, from, to uint64)
 // change in progress), ErrTimeout (ctx ended first: the split may have
 // happened; the shard's descriptor tells).
 func (c *Coordinator) SplitShard(ctx context.Context, shardID uint64) (lower, upper shard.Descriptor, err error) {
-	if _, ok := c.cfg.Store.Descriptor(shardID); !ok {
+	if !c.knowShard(ctx, shardID) {
 		return lower, upper, fmt.Errorf("%w: no shard %d", ErrInvalidArgument, shardID)
 	}
 	upper, err = c.cfg.Store.SplitShard(ctx, shardID)
@@ -56,4 +56,18 @@ func (c *Coordinator) SplitShard(ctx context.Context, shardID uint64) (lower, up
 		return lower, upper, fmt.Errorf("%w: %v", ErrTimeout, err)
 	}
 	return lower, upper, err
+}
+
+// knowShard reports whether this node knows shard id, asking its peers
+// for their replicas' descriptors when it does not (a shard a split made
+// that this node, holding no replica of the old shard, has not heard of).
+func (c *Coordinator) knowShard(ctx context.Context, id uint64) bool {
+	if _, ok := c.cfg.Store.Descriptor(id); ok {
+		return true
+	}
+	for _, v := range c.askPeers(ctx) {
+		c.learnDescriptors(v.Descriptors)
+	}
+	_, ok := c.cfg.Store.Descriptor(id)
+	return ok
 }

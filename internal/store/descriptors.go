@@ -249,8 +249,8 @@ var (
 // asked by the shard's leader through wire.KindCreateReplica: a learner
 // (the first step of adding it), or a voter of a shard a split made that
 // this node missed (split.go). Idempotent: an existing replica is left
-// alone. Refused when d does not list this node, when it lists it as a
-// voter while a local replica owns part of d's range, or when the node's
+// alone. Refused when d does not list this node, while a local replica
+// of another shard owns part of d's range, or when the node's
 // replica of the shard was removed at d's epoch or later (a late request
 // never brings back a removed replica).
 func (s *Store) CreateReplica(d shard.Descriptor) error {
@@ -262,15 +262,18 @@ func (s *Store) CreateReplica(d shard.Descriptor) error {
 	if s.mu.replicas[d.ID] != nil {
 		return nil
 	}
-	if !d.IsLearner(s.cfg.NodeID) && s.overlapsLocked(d) {
-		// A voter's replica is created empty only for a shard a split
-		// made that this node missed (split.go): never while a local
-		// replica still owns part of the range (it creates the new
-		// shard's replica itself when it applies the split).
-		return fmt.Errorf("%w: shard %d lists node %d as a voter, and a local replica still owns part of [%x,%x)",
-			ErrBadDescriptor, d.ID, s.cfg.NodeID, d.Start, d.End)
+	if s.overlapsLocked(d) {
+		// Never two local replicas over one key: a local replica that
+		// still owns part of the range has not applied the split that
+		// made d's shard (it creates that replica itself when it does),
+		// and a snapshot it installs would clear the range it owns.
+		// (A voter's replica is created empty only for a shard a split
+		// made that this node missed, split.go.)
+		return fmt.Errorf("%w: a local replica still owns part of shard %d's range [%x,%x)",
+			ErrBadDescriptor, d.ID, d.Start, d.End)
 	}
-	if k, ok := s.mu.known[d.ID]; ok && (k.Start != d.Start || k.End != d.End) {
+	if k, ok := s.mu.known[d.ID]; ok && k.Epoch >= d.Epoch && (k.Start != d.Start || k.End != d.End) {
+		// (A newer descriptor may own less: the shard split since.)
 		return fmt.Errorf("%w: shard %d owns [%x,%x), not [%x,%x)", ErrBadDescriptor, d.ID, k.Start, k.End, d.Start, d.End)
 	}
 	if epoch, dead := s.mu.tombs[d.ID]; dead {

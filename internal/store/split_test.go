@@ -406,3 +406,59 @@ func TestSplitBySize(t *testing.T) {
 		}
 	}
 }
+
+// Both halves of a split shard move to a node that held neither (and
+// knew the shard only by its bootstrap range): the creation of the old
+// shard's narrower replica is accepted, the halves do not overlap on the
+// node, and every acknowledged write is on the new members.
+func TestSplitThenMoveBothHalves(t *testing.T) {
+	c := newMoveCluster(t, 4)
+	ctx := moveCtx(t)
+	acked := map[string]string{}
+	for i := 0; i < 30; i++ {
+		k := fmt.Sprint("m-", i)
+		if _, _, err := c.put(ctx, "id-"+k, k, k); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = k
+	}
+	upper, err := c.nodes[1].st.SplitShard(ctx, 1) // node 4 does not hear of it
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asked on node 1: node 4 has not heard of the new shard (the
+	// coordinator asks its peers first, kv.knowShard).
+	for _, id := range []uint64{1, upper.ID} {
+		if err := c.nodes[1].st.MoveReplica(ctx, id, 3, 4); err != nil {
+			t.Fatalf("move of shard %d: %v", id, err)
+		}
+	}
+	for i := 0; i < 10; i++ {
+		k := fmt.Sprint("n-", i)
+		if _, _, err := c.put(ctx, "id-"+k, k, k); err != nil {
+			t.Fatal(err)
+		}
+		acked[k] = k
+	}
+	// Once every member has applied the moves' last conf changes.
+	var lower, up shard.Descriptor
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		lower, _ = c.nodes[1].st.Descriptor(1)
+		up, _ = c.nodes[1].st.Descriptor(upper.ID)
+		same := true
+		for _, id := range []uint64{2, 4} {
+			l, _ := c.nodes[id].st.Descriptor(1)
+			u, _ := c.nodes[id].st.Descriptor(upper.ID)
+			same = same && l.Epoch == lower.Epoch && u.Epoch == up.Epoch
+		}
+		if same && !lower.HasReplica(3) && !up.HasReplica(3) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("members disagree: %+v %+v", lower, up)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	c.checkSplitAll([]uint64{1, 2, 4}, lower, up, acked)
+}
