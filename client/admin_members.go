@@ -125,6 +125,44 @@ func (a *Admin) MoveShard(ctx context.Context, id, from, to uint64) error {
 	return a.call(ctx, http.MethodPost, "/v1/admin/shards/"+strconv.FormatUint(id, 10)+"/move?"+q.Encode(), nil)
 }
 
+// SplitResult is the answer of SplitShard: the shard, now owning the
+// lower half of its old token range, and the new shard owning the upper
+// half, on the same replicas.
+type SplitResult struct {
+	Status string     `json:"status"`
+	Shard  ShardRange `json:"shard"`
+	New    ShardRange `json:"new_shard"`
+}
+
+// ShardRange is a shard's descriptor as the admin calls return it.
+type ShardRange struct {
+	ID       uint64   `json:"id"`
+	Start    uint64   `json:"start"`
+	End      uint64   `json:"end"`
+	Replicas []uint64 `json:"replicas"`
+	Learners []uint64 `json:"learners,omitempty"`
+	Epoch    uint64   `json:"epoch"`
+}
+
+// SplitShard splits shard id at the midpoint of its token range and
+// returns both halves once the shard's leader has applied the split.
+// Each call splits once more: a call that timed out may have split the
+// shard (ClusterInfo tells).
+func (a *Admin) SplitShard(ctx context.Context, id uint64) (SplitResult, error) {
+	var out SplitResult
+	q := url.Values{}
+	if dl, ok := ctx.Deadline(); ok {
+		if d := time.Until(dl) - time.Second; d > 0 {
+			q.Set("timeout", d.Round(time.Millisecond).String())
+		}
+	}
+	path := "/v1/admin/shards/" + strconv.FormatUint(id, 10) + "/split"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return out, a.call(ctx, http.MethodPost, path, &out)
+}
+
 // send runs one exchange with a JSON body.
 func (a *Admin) send(ctx context.Context, method, path string, body, out any) error {
 	b, err := json.Marshal(body)

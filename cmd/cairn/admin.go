@@ -79,7 +79,7 @@ the membership record is replicated). See docs/operations.md.`}
 	node.AddCommand(remove)
 
 	var from, to uint64
-	shardCmd := &cobra.Command{Use: "shard", Short: "Move shard replicas by hand"}
+	shardCmd := &cobra.Command{Use: "shard", Short: "Move shard replicas and split shards by hand"}
 	move := &cobra.Command{Use: "move ID --from N --to M", Short: "Move a shard's replica from one node to another", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := parseID("shard", args[0])
@@ -102,6 +102,17 @@ the membership record is replicated). See docs/operations.md.`}
 	move.Flags().Uint64Var(&from, "from", 0, "node giving up its replica")
 	move.Flags().Uint64Var(&to, "to", 0, "node receiving the replica")
 	shardCmd.AddCommand(move)
+	shardCmd.AddCommand(&cobra.Command{Use: "split ID", Short: "Split a shard in two halves of its token range (no data is copied)", Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("shard", args[0])
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("timeout") {
+				timeout = 30 * time.Second
+			}
+			return call(cmd, func(ctx context.Context, a *client.Admin) (any, error) { return a.SplitShard(ctx, id) })
+		}})
 
 	var limit int
 	var rate int64

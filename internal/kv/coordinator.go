@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
@@ -198,7 +199,19 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		local := r != nil && r.Applied() > 0 && r.Verified()
 		first := c.shortestQueue(d, local, time.Now())
 		if local && first == c.cfg.NodeID {
-			return c.readLocal(r, key)
+			v, err := c.readLocal(r, key)
+			if !errors.Is(err, statemachine.ErrWrongShard) {
+				return v, err
+			}
+			// The shard split since it was routed: the owner now.
+			d = c.route(key)
+			req.ShardID, req.Epoch = d.ID, d.Epoch
+			if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 && r.Verified() {
+				if v, err := c.readLocal(r, key); !errors.Is(err, statemachine.ErrWrongShard) {
+					return v, err
+				}
+			}
+			first = 0
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req, first))
 	}

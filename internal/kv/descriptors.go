@@ -8,12 +8,19 @@ import (
 )
 
 // Routing follows the shards' live descriptors, which the store keeps
-// (store.Descriptors): a local replica's own descriptor, which follows
-// every membership change it applies, or the latest one the node saw.
-// The token ranges come from the map: moves change members, not ranges.
+// (store.Descriptors, store.Route): a local replica's own descriptor,
+// which follows every membership change and split it applies, or the
+// latest one the node saw. A split changes ranges: a node that holds no
+// replica of a shard that split learns the new halves when a replica
+// refuses a request (a wrong-shard answer carries the descriptor of the
+// shard that owns the key in the refusing node's view) or from its
+// peers' node info.
 
 // route returns the current descriptor of the shard owning key.
 func (c *Coordinator) route(key []byte) shard.Descriptor {
+	if d, ok := c.cfg.Store.Route(shard.Token(key)); ok {
+		return d
+	}
 	return c.descriptor(c.cfg.Map.ForKey(key).ID)
 }
 
@@ -27,40 +34,60 @@ func (c *Coordinator) descriptor(id uint64) shard.Descriptor {
 	return d
 }
 
-// maxRefreshes bounds how often one request adopts the descriptor a
-// refusing replica sent back before it reports ErrWrongShard.
-const maxRefreshes = 4
+// maxRefreshes bounds how often one request adopts a newer descriptor
+// (a replica's answer, or the node's own view after a split) before it
+// reports ErrWrongShard.
+const maxRefreshes = 16
 
-// refreshRoute handles a StatusWrongShard answer: when it carries the
-// replica's descriptor of the same shard and token range (the request
-// named another epoch: the shard's members changed under it), the
-// request is re-addressed to that descriptor — its epoch and members —
-// and true is returned, so the caller retries on the shard's leader. The
-// descriptor is remembered when it is newer than what the node knew.
+// ownerAnswer is the wrong-shard answer for a key the replica's shard
+// does not own (any more): it names the shard that owns it in this
+// node's view, so the coordinator that asked learns the split.
+func (c *Coordinator) ownerAnswer(resp *wire.Response, d shard.Descriptor, key []byte) *wire.Response {
+	if o := c.route(key); o.ID != 0 && o.ID != d.ID && o.Contains(shard.Token(key)) {
+		resp.Value = o.Marshal()
+	}
+	return resp
+}
+
+// refreshRoute handles a StatusWrongShard answer. It learns the
+// descriptor the answer carries (the refusing replica's own, when the
+// request named another epoch: the shard's members changed; or the
+// owner's, when the shard no longer owns the key: it split), then routes
+// the request again by its key. It returns true, with d and req
+// re-addressed, when that gives another shard or epoch, so the caller
+// retries at once; false when it knows nothing newer.
 func (c *Coordinator) refreshRoute(d *shard.Descriptor, req *wire.Request, resp *wire.Response) bool {
-	nd, err := shard.UnmarshalDescriptor(resp.Value)
-	if err != nil || nd.ID != d.ID || nd.Start != d.Start || nd.End != d.End || len(nd.Replicas) == 0 {
+	if nd, err := shard.UnmarshalDescriptor(resp.Value); err == nil && len(nd.Replicas) > 0 {
+		c.cfg.Store.LearnDescriptor(nd)
+		if nd.ID == d.ID && nd.Start == d.Start && nd.End == d.End && nd.Epoch != d.Epoch {
+			// The members changed (a move), not the range: the answer's
+			// descriptor is the current one even if it is older than
+			// what this node knew.
+			*d = nd
+			req.Epoch = nd.Epoch
+			return true
+		}
+	}
+	key := req.Key
+	if req.Kind == wire.KindWrite && req.Decoded != nil {
+		key = req.Decoded.Key
+	}
+	if key == nil {
 		return false
 	}
-	c.cfg.Store.LearnDescriptor(nd)
+	nd := c.route(key)
+	if nd.ID == 0 || (nd.ID == d.ID && nd.Epoch == d.Epoch && nd.Start == d.Start && nd.End == d.End) {
+		return false
+	}
 	*d = nd
-	req.Epoch = nd.Epoch
+	req.ShardID, req.Epoch = nd.ID, nd.Epoch
 	return true
 }
 
 // shardViews is every shard's current descriptor, by shard id: the
-// store's view, falling back on the map for shards it does not know.
+// shards that own the ring in this node's view.
 func (c *Coordinator) shardViews() []shard.Descriptor {
-	ds := c.cfg.Store.Descriptors()
-	seen := map[uint64]bool{}
-	for _, d := range ds {
-		seen[d.ID] = true
-	}
-	for _, d := range c.cfg.Map.Shards {
-		if !seen[d.ID] {
-			ds = append(ds, d)
-		}
-	}
+	ds := c.cfg.Store.Cover()
 	sort.Slice(ds, func(i, j int) bool { return ds[i].ID < ds[j].ID })
 	return ds
 }
@@ -70,9 +97,7 @@ func (c *Coordinator) shardViews() []shard.Descriptor {
 func (c *Coordinator) learnDescriptors(raw [][]byte) {
 	for _, b := range raw {
 		if d, err := shard.UnmarshalDescriptor(b); err == nil {
-			if m, ok := c.cfg.Map.Get(d.ID); ok && m.Start == d.Start && m.End == d.End {
-				c.cfg.Store.LearnDescriptor(d)
-			}
+			c.cfg.Store.LearnDescriptor(d)
 		}
 	}
 }

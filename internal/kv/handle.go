@@ -9,6 +9,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -81,7 +82,7 @@ func (c *Coordinator) handleLocal(ctx context.Context, req *wire.Request) *wire.
 			// asker tries another replica.
 			return &wire.Response{Status: wire.StatusNoReplica, Leader: c.leaderGuessID(req.ShardID)}
 		}
-		return valueResponse(c.readLocal(r, req.Key))
+		return c.readAnswer(r, req.Key)
 	case wire.KindHead:
 		return c.execHead(ctx, r, req)
 	case wire.KindAppliedIndex:
@@ -125,7 +126,7 @@ func (c *Coordinator) checkRoute(r *replica.Replica, req *wire.Request) *wire.Re
 		return nil
 	}
 	if !d.Contains(shard.Token(key)) {
-		return c.refuse("key %q is outside shard %d's token range", truncKey(key), d.ID)
+		return c.ownerAnswer(c.refuse("key %q is outside shard %d's token range", truncKey(key), d.ID), d, key)
 	}
 	return nil
 }
@@ -177,6 +178,13 @@ func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req 
 		return errResponse(err)
 	}
 	resp := &wire.Response{Status: res.Status, Version: res.Version, Created: res.Created}
+	if res.Status == wire.StatusWrongShard {
+		// Proposed before the shard split, applied after: nothing was
+		// written; the answer names the shard that owns the key now.
+		c.refused.Add(1)
+		resp.Message = fmt.Sprintf("shard %d split: key %q is another shard's now", r.ID(), truncKey(cmd.Key))
+		return c.ownerAnswer(resp, r.Desc(), cmd.Key)
+	}
 	if res.Status == wire.StatusOK && int(req.Ack) > c.majority() {
 		if err := r.WaitReplicated(ctx, res.Index, int(req.Ack)); err != nil {
 			return &wire.Response{Status: wire.StatusAckTimeout,
@@ -211,7 +219,19 @@ func (c *Coordinator) execReadVia(ctx context.Context, r *replica.Replica, req *
 				Message: "fewer than ACK replicas applied the read index in time"}
 		}
 	}
-	return valueResponse(c.readLocal(r, req.Key))
+	return c.readAnswer(r, req.Key)
+}
+
+// readAnswer serves a read from the local replica r once it has applied
+// what the read needs; a key its shard no longer owns (it split since
+// the request was routed) is refused with the owner named.
+func (c *Coordinator) readAnswer(r *replica.Replica, key []byte) *wire.Response {
+	v, err := c.readLocal(r, key)
+	if errors.Is(err, statemachine.ErrWrongShard) {
+		d := r.Desc()
+		return c.ownerAnswer(c.refuse("key %q is outside shard %d's token range", truncKey(key), d.ID), d, key)
+	}
+	return valueResponse(v, err)
 }
 
 // waitAppliedOn asks the other replicas of r's shard to confirm they have

@@ -3,10 +3,12 @@ package kv
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -29,7 +31,7 @@ func (c *Coordinator) Head(ctx context.Context, key []byte, opts ReadOptions) (M
 	}
 	ctx, cancel := c.withDeadline(ctx)
 	defer cancel()
-	d := c.cfg.Map.ForKey(key)
+	d := c.route(key)
 	q, err := c.admit(d.ID)
 	if err != nil {
 		return Meta{}, err
@@ -71,6 +73,10 @@ func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wir
 		return errResponse(err)
 	}
 	m, err := c.headLocal(r, req.Key)
+	if errors.Is(err, statemachine.ErrWrongShard) {
+		d := r.Desc()
+		return c.ownerAnswer(c.refuse("key %q is outside shard %d's token range", truncKey(req.Key), d.ID), d, req.Key)
+	}
 	if err != nil {
 		return errResponse(err)
 	}
@@ -80,6 +86,12 @@ func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wir
 // headLocal reads key's metadata from the engine (r: the local replica
 // of its shard).
 func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (Meta, error) {
+	if !r.Desc().Contains(shard.Token(key)) {
+		// The shard split since the request was routed (checked before
+		// reading: the new shard's writes on this node may lag its
+		// leader's).
+		return Meta{}, fmt.Errorf("%w: shard %d", statemachine.ErrWrongShard, r.ID())
+	}
 	if c.cfg.Engine == nil {
 		v, err := readLocal(r, key) // no engine: the value is read
 		return Meta{Version: v.Version, Size: len(v.Data)}, err
@@ -97,6 +109,10 @@ func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (Meta, error) {
 // readLocal reads key from the local replica r's applied state, with
 // its index terms when the engine is at hand.
 func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (Value, error) {
+	if !r.Desc().Contains(shard.Token(key)) {
+		// The shard split since the request was routed (see headLocal).
+		return Value{}, fmt.Errorf("%w: shard %d", statemachine.ErrWrongShard, r.ID())
+	}
 	if c.cfg.Engine == nil {
 		return readLocal(r, key)
 	}

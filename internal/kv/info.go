@@ -13,7 +13,7 @@ import (
 func (c *Coordinator) Status() NodeStatus {
 	st := NodeStatus{
 		NodeID: c.cfg.NodeID, HTTPAddr: c.cfg.HTTPAddr, PeerAddr: c.cfg.PeerAddr,
-		Replication: c.cfg.Replication, ShardCount: len(c.cfg.Map.Shards), Version: c.cfg.Version,
+		Replication: c.cfg.Replication, ShardCount: len(c.cfg.Store.Cover()), Version: c.cfg.Version,
 	}
 	for _, r := range c.cfg.Store.Replicas() {
 		st.Replicas++
@@ -145,7 +145,7 @@ func (c *Coordinator) peers() map[uint64]string {
 // clusterNeedsPeers reports whether Cluster lacks a member's HTTP address
 // or a leader its own replicas cannot name.
 func (c *Coordinator) clusterNeedsPeers() bool {
-	for _, d := range c.cfg.Map.Shards {
+	for _, d := range c.cfg.Store.Cover() {
 		if r := c.cfg.Store.Replica(d.ID); r == nil || r.Leader() == 0 {
 			return true
 		}
@@ -213,16 +213,13 @@ func (c *Coordinator) nodeInfo() *wire.NodeInfo {
 // ShardHashes fingerprints every local replica, in shard order.
 func (c *Coordinator) ShardHashes() ([]ShardHash, error) {
 	var out []ShardHash
-	for _, d := range c.cfg.Map.Shards {
-		r := c.cfg.Store.Replica(d.ID)
-		if r == nil {
-			continue
-		}
+	for id, r := range c.cfg.Store.Replicas() {
 		applied, h, err := r.Hash()
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, ShardHash{Shard: d.ID, Applied: applied, Hash: h})
+		out = append(out, ShardHash{Shard: id, Applied: applied, Hash: h})
 	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Shard < out[j].Shard })
 	return out, nil
 }

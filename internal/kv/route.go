@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -30,11 +31,16 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	// majority need the leader's view of its followers and are sent to it.
 	// A linearizable read there asks the leader for its read index through
 	// Raft and is served by the local replica once it has applied it.
-	local := c.cfg.Store.Replica(d.ID)
-	// Not through a learner: one still catching up may take its proposal
-	// in a snapshot, never answering it.
-	viaRaft := local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
-		(req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
+	var local *replica.Replica
+	var viaRaft bool
+	paths := func() {
+		local = c.cfg.Store.Replica(d.ID)
+		// Not through a learner: one still catching up may take its
+		// proposal in a snapshot, never answering it.
+		viaRaft = local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
+			(req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
+	}
+	paths()
 	for {
 		target := c.leaderGuess(d)
 		if target == 0 {
@@ -87,12 +93,18 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			if resp.Leader != 0 && resp.Leader != target {
 				continue // follow the hint at once
 			}
-		case resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp):
-			// The shard's members changed (a move): retry at once with
-			// its current descriptor.
+		case resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes:
+			// The shard's members changed (a move) or its range did (a
+			// split): retry at once with the current descriptor of the
+			// shard that owns the key. When this node knows nothing
+			// newer yet (the split is applied there but not here), wait
+			// a little and look again.
 			refreshes++
 			lastErr = errors.New(resp.Message)
-			continue
+			if c.refreshRoute(&d, req, resp) {
+				paths()
+				continue
+			}
 		case resp.Status == wire.StatusStopping && local != nil && (local.Removed() || c.cfg.Store.Replica(d.ID) != local):
 			// The local replica was just removed from the shard (a move
 			// took it away, or a scrub repair replaces it): go to the

@@ -85,6 +85,11 @@ func (c *Coordinator) scan(ctx context.Context, q scanQuery) (scanPage, error) {
 		share := max(q.pageBytes/len(plan), minNodeBytes)
 		answers, failed, lastErr := c.scatter(ctx, plan, q, after, q.limit-len(page.entries), share)
 		if len(failed) > 0 {
+			// A shard may have split since this node learned of it: ask
+			// the peers for their replicas' descriptors.
+			for _, v := range c.askPeers(ctx) {
+				c.learnDescriptors(v.Descriptors)
+			}
 			for _, f := range failed {
 				if bad[f[0]] == nil {
 					bad[f[0]] = map[uint64]bool{}
@@ -174,7 +179,7 @@ func mergeAnswers(answers []wire.ScanResult, bound []byte, bounded bool, emit fu
 // chosen, else the replica that holds the most shards. A shard every
 // replica failed is tried on all of them again.
 func (c *Coordinator) planScan(bad map[uint64]map[uint64]bool) map[uint64][]wire.ScanShard {
-	shards := c.cfg.Map.Shards
+	shards := c.cfg.Store.Cover()
 	held := map[uint64]int{}
 	for _, d := range shards {
 		for _, n := range d.Replicas {
@@ -316,7 +321,9 @@ func (c *Coordinator) serveScan(ctx context.Context, sq *wire.ScanRequest) (wire
 	// data in it: check again, after.
 	kept := served[:0]
 	for _, sh := range served {
-		if c.cfg.Store.Replica(sh.ID) != nil {
+		// Nor split: the snapshot may hold another shard's newer writes
+		// of the range that left.
+		if r := c.cfg.Store.Replica(sh.ID); r != nil && r.Desc().Epoch == sh.Epoch {
 			kept = append(kept, sh)
 		} else {
 			res.Failed = append(res.Failed, sh.ID)

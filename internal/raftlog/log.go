@@ -309,3 +309,18 @@ func CreateEmpty(eng *storage.Engine, shard uint64, extra func(b *storage.Batch)
 	}
 	return b.Commit(true)
 }
+
+// StageSplitChild adds to b the initial state of a shard a split creates
+// on this node: its log starts empty after index (the split entry's index
+// in the parent's log) at term, committed and applied there, with the
+// parent's conf state. Every replica of the parent writes the same state
+// when it applies the split, so the new shard's group starts from one
+// agreed position and elects its leader among the same members.
+func StageSplitChild(b *storage.Batch, shard, index, term uint64, cs raftpb.ConfState) {
+	b.DeleteRange(storage.LogKey(shard, 0), storage.LogKey(shard, ^uint64(0)))
+	b.Set(storage.TruncatedKey(shard), truncState{index, term}.marshal())
+	hs := raftpb.HardState{Term: term, Commit: index}
+	hsb, _ := hs.Marshal()
+	b.Set(storage.HardStateKey(shard), hsb)
+	b.Set(storage.AppliedKey(shard), AppliedState{Index: index, Term: term, ConfState: cs}.Marshal())
+}

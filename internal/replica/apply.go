@@ -9,10 +9,33 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-// applyLocked applies committed entries through the state machine in one
-// unsynced batch that also records the applied state (step 3 of the
-// contract), then resolves their proposals.
+// applyLocked applies committed entries (step 3 of the contract): the
+// runs of entries between split entries each in one round, a split on its
+// own (split.go).
 func (r *Replica) applyLocked(ents []raftpb.Entry) {
+	for len(ents) > 0 {
+		n := len(ents)
+		for i := range ents {
+			if ents[i].Type == raftpb.EntryNormal && wire.IsSplit(ents[i].Data) {
+				n = i
+				break
+			}
+		}
+		if n > 0 {
+			r.applyRoundLocked(ents[:n])
+		}
+		if n < len(ents) {
+			r.applySplitLocked(&ents[n])
+			n++
+		}
+		ents = ents[n:]
+	}
+}
+
+// applyRoundLocked applies committed entries through the state machine in
+// one unsynced batch that also records the applied state, then resolves
+// their proposals.
+func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 	var newDesc *shard.Descriptor
 	waiting := func(reqID []byte) bool { return len(r.mu.props[string(reqID)]) > 0 }
 	rd := r.sm.Begin(waiting)

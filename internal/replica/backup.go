@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/cairn-db/cairn/internal/raftlog"
@@ -26,12 +27,16 @@ func (r *Replica) WriteBackup(ctx context.Context, w io.Writer, epoch uint64) (w
 	if err != nil {
 		return wire.BackupHeader{}, err
 	}
-	hdr := wire.BackupHeader{Shard: r.id, TokenStart: r.start, TokenEnd: r.end, Epoch: epoch, Applied: as.Index}
+	d, found, err := loadDescriptor(s, r.id)
+	if err != nil || !found {
+		return wire.BackupHeader{}, fmt.Errorf("replica: shard %d: no descriptor in the snapshot (%v)", r.id, err)
+	}
+	hdr := wire.BackupHeader{Shard: r.id, TokenStart: d.Start, TokenEnd: d.End, Epoch: epoch, Applied: as.Index}
 	bw, err := wire.NewBackupWriter(w, hdr)
 	if err != nil {
 		return hdr, err
 	}
-	start, end := storage.DataSpan(r.start, r.end)
+	start, end := storage.DataSpan(d.Start, d.End)
 	it, err := s.NewIter(start, end)
 	if err != nil {
 		return hdr, err

@@ -96,6 +96,16 @@ type Config struct {
 	// that index, which the callee must Close. It runs under the
 	// replica's lock: it must only queue the work.
 	OnScrub func(shardID, id, index, start, end uint64, snap *storage.Snapshot)
+	// OnSplit, if set, is called when the replica has applied a split
+	// (split.go), with the new shard's descriptor, once the new shard's
+	// initial state is in the engine; leader: this replica led the shard
+	// then. It runs on the worker applying the entry, under the replica's
+	// lock: it may open the new replica but must not wait on this one.
+	OnSplit func(child shard.Descriptor, leader bool)
+	// OnRangeChange, if set, is called when the replica's token range
+	// changes (a split, or a snapshot that carried one). It must not
+	// block.
+	OnRangeChange func()
 }
 
 // EnsureDefaults returns c with its zero tuning fields set to their
@@ -160,11 +170,9 @@ func sinceStart() time.Duration { return time.Since(processStart) }
 
 // Replica is one shard replica.
 type Replica struct {
-	cfg   Config
-	id    uint64 // shard id
-	log   *raftlog.Log
-	start uint64 // data token range
-	end   uint64
+	cfg Config
+	id  uint64 // shard id
+	log *raftlog.Log
 	// sm applies the shard's writes; its Apply methods run under mu, Get
 	// anywhere.
 	sm *statemachine.Machine
@@ -224,7 +232,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	r := &Replica{cfg: cfg, id: cfg.Desc.ID, start: cfg.Desc.Start, end: cfg.Desc.End}
+	r := &Replica{cfg: cfg, id: cfg.Desc.ID}
 	ok, err := raftlog.Exists(cfg.Engine, r.id)
 	if err != nil {
 		return nil, err
@@ -282,7 +290,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	}
 	r.mu.rn = rn
 	r.sm, err = statemachine.Open(statemachine.Config{
-		ShardID: r.id, Start: r.start, End: r.end, Engine: cfg.Engine,
+		ShardID: r.id, Start: d.Start, End: d.End, Engine: cfg.Engine,
 		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
 	})
 	if err != nil {
@@ -313,6 +321,12 @@ func (r *Replica) DescChanged() <-chan struct{} { return *r.descCh.Load() }
 func (r *Replica) Removed() bool { return r.removed.Load() }
 
 func (r *Replica) setDesc(d shard.Descriptor) {
+	if old := r.desc.Load(); r.sm != nil && (old == nil || old.Start != d.Start || old.End != d.End) {
+		r.sm.SetRange(d.Start, d.End)
+		if f := r.cfg.OnRangeChange; f != nil {
+			f()
+		}
+	}
 	r.desc.Store(&d)
 	ch := make(chan struct{})
 	if old := r.descCh.Swap(&ch); old != nil {
@@ -448,7 +462,8 @@ func (r *Replica) Hash() (applied uint64, hash string, err error) {
 	if err != nil {
 		return 0, "", err
 	}
-	start, end := storage.DataSpan(r.start, r.end)
+	d := r.Desc()
+	start, end := storage.DataSpan(d.Start, d.End)
 	it, err := s.NewIter(start, end)
 	if err != nil {
 		return 0, "", err

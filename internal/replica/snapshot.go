@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/raftlog"
+	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -50,13 +51,13 @@ func parseSnapHeader(b []byte, kind byte) (uint64, bool) {
 	return binary.BigEndian.Uint64(b[2:]), true
 }
 
-// spans returns the Pebble key ranges that make up the shard's replicated
-// state, sorted: its descriptor record and dedup table (shard-local keys)
-// then its data range.
-func (r *Replica) spans() [][2][]byte {
-	ds, de := storage.DataSpan(r.start, r.end)
-	q := storage.DedupPrefix(r.id)
-	dk := storage.DescriptorKey(r.id)
+// spansOf returns the Pebble key ranges that make up the replicated
+// state of the shard d describes, sorted: its descriptor record and dedup
+// table (shard-local keys) then its data range.
+func spansOf(d shard.Descriptor) [][2][]byte {
+	ds, de := storage.DataSpan(d.Start, d.End)
+	q := storage.DedupPrefix(d.ID)
+	dk := storage.DescriptorKey(d.ID)
 	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}}
 	sort.Slice(sp, func(i, j int) bool { return bytes.Compare(sp[i][0], sp[j][0]) < 0 })
 	return sp
@@ -71,7 +72,10 @@ const (
 )
 
 type outSnap struct {
-	snap    *storage.Snapshot
+	snap *storage.Snapshot
+	// spans: of the descriptor in snap (a split applied since it was
+	// pinned must not narrow what it streams).
+	spans   [][2][]byte
 	md      raftpb.SnapshotMetadata
 	created time.Time
 }
@@ -146,8 +150,14 @@ func (r *Replica) snapshot() (raftpb.Snapshot, error) {
 		// Raft panics on any other error; this one makes it retry later.
 		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
 	}
+	d, found, err := loadDescriptor(s, r.id)
+	if err != nil || !found {
+		s.Close()
+		r.cfg.Logger.Error("snapshot: descriptor", "shard", r.id, "found", found, "err", err)
+		return raftpb.Snapshot{}, raft.ErrSnapshotTemporarilyUnavailable
+	}
 	md := raftpb.SnapshotMetadata{Index: as.Index, Term: as.Term, ConfState: as.ConfState}
-	id := r.peer.out.add(&outSnap{snap: s, md: md, created: time.Now()})
+	id := r.peer.out.add(&outSnap{snap: s, spans: spansOf(d), md: md, created: time.Now()})
 	return raftpb.Snapshot{Data: snapHeader(snapOutgoing, id), Metadata: md}, nil
 }
 
@@ -184,7 +194,7 @@ func (r *Replica) OpenSnapshot(m raftpb.Message, chunk int) (*SnapshotSource, er
 	if chunk <= 0 {
 		chunk = DefaultSnapshotChunk
 	}
-	return &SnapshotSource{snap: s.snap, spans: r.spans(), chunk: chunk, md: s.md}, nil
+	return &SnapshotSource{snap: s.snap, spans: s.spans, chunk: chunk, md: s.md}, nil
 }
 
 // Metadata is the snapshot's position and conf state.

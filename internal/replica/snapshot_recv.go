@@ -66,7 +66,7 @@ func (r *Replica) ReceiveSnapshot(ctx context.Context, m raftpb.Message, next fu
 	}
 	eng := r.cfg.Engine
 	base := filepath.Join(eng.StagingDir(), fmt.Sprintf("%d-%d-%016x", r.id, m.Snapshot.Metadata.Index, rand.Uint64()))
-	spans := r.spans()
+	spans := spansOf(r.Desc())
 	ws := make([]*storage.SSTWriter, 0, len(spans))
 	abort := func() {
 		for _, w := range ws {
@@ -253,7 +253,10 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftp
 			return err
 		}
 	}
-	if err := eng.IngestDerived(files, r.start, r.end); err != nil { // data and its derived indexes
+	// The replica's range before the snapshot: it holds the new one (a
+	// range only ever narrows, by a split the snapshot may carry).
+	d := r.Desc()
+	if err := eng.IngestDerived(files, d.Start, d.End); err != nil { // data and its derived indexes
 		rc.done <- false
 		return err
 	}

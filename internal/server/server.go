@@ -98,6 +98,10 @@ type Config struct {
 	// QuotaBytes: past this much disk usage of the storage engine the
 	// node refuses new values (HTTP 507 quota_exceeded). 0: no quota.
 	QuotaBytes int64
+	// SplitSize: a shard whose data on disk passes this many bytes is
+	// split in two halves by its leader (docs/split.md). 0: the store's
+	// default (256 MiB); negative: no automatic split.
+	SplitSize int64
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
 	// TLS of the client port (tls.go): certificate and key, and the CA
@@ -407,7 +411,7 @@ func (s *Server) build() error {
 	}
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
-		ScrubInterval: cfg.ScrubInterval, Replica: rc, Logger: s.log,
+		ScrubInterval: cfg.ScrubInterval, SplitSize: cfg.SplitSize, Replica: rc, Logger: s.log,
 	}, s.fresh && bootstrap)
 	if err != nil {
 		return err

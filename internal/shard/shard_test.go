@@ -112,3 +112,36 @@ func TestValidateRejectsGaps(t *testing.T) {
 		t.Fatalf("gap not detected: %v", err)
 	}
 }
+
+func TestSplitPoint(t *testing.T) {
+	for _, c := range []struct {
+		d   Descriptor
+		mid uint64
+		ok  bool
+	}{
+		{Descriptor{Start: 0, End: 0}, 1 << 63, true},
+		{Descriptor{Start: 1 << 63, End: 0}, 3 << 62, true},
+		{Descriptor{Start: 0, End: 1 << 62}, 1 << 61, true},
+		{Descriptor{Start: 10, End: 11 + 1<<20}, 10 + 1<<19, true},
+		{Descriptor{Start: 0, End: MinSplitWidth - 1}, 0, false},
+		{Descriptor{Start: ^uint64(0) - 5, End: 0}, 0, false},
+	} {
+		mid, ok := c.d.SplitPoint()
+		if ok != c.ok || (ok && mid != c.mid) {
+			t.Errorf("%+v: mid %#x %v, want %#x %v", c.d, mid, ok, c.mid, c.ok)
+		}
+		if ok && (!c.d.Contains(mid) || mid == c.d.Start) {
+			t.Errorf("%+v: mid %#x not strictly inside", c.d, mid)
+		}
+	}
+	d := Descriptor{ID: 3, Start: 100, End: 0, Replicas: []uint64{1, 2}, Learners: []uint64{4}, Epoch: 7}
+	lo, hi := d.Halves(1 << 40)
+	if lo.ID != 3 || lo.End != 1<<40 || lo.Epoch != 8 || hi.ID != 1<<40 || hi.Start != 1<<40 || hi.End != 0 || hi.Epoch != 8 ||
+		len(hi.Replicas) != 2 || len(hi.Learners) != 1 {
+		t.Fatalf("halves %+v %+v", lo, hi)
+	}
+	hi.Replicas[0] = 9
+	if d.Replicas[0] != 1 {
+		t.Fatal("halves share slices with the parent")
+	}
+}

@@ -24,6 +24,15 @@ func (m *Machine) applyCommand(rd *Round, index uint64, cmd *wire.Command) Resul
 // gets StatusRequestIDReused, and nothing is written or recorded.
 func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uint64) {
 	b := rd.b
+	tok := shard.Token(cmd.Key)
+	if !m.rng.Load().contains(tok) {
+		// The shard split and the key's half is another shard's now (a
+		// write proposed before the split, committed after it): nothing
+		// is applied or recorded here, so the retry on the right shard
+		// applies it once. Every replica applies the split at the same
+		// index, so every replica refuses alike.
+		return Result{Result: wire.Result{Status: wire.StatusWrongShard}, Index: index}, cmd.Fingerprint()
+	}
 	var idHash, fp uint64
 	if len(cmd.RequestID) > 0 {
 		fp = cmd.Fingerprint()
@@ -54,7 +63,6 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 			}
 		}
 	}
-	tok := shard.Token(cmd.Key)
 	key := storage.DataKey(tok, cmd.Key)
 	// An unconditional put's outcome does not depend on the key's current
 	// state; only whether it created the key does, and only the replica

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
@@ -79,6 +80,32 @@ type Machine struct {
 	dedupFloor uint64
 	versions   versionCache
 	clock      clockState
+	// rng is the token range the shard owns now: Config's until a split
+	// halves it (SetRange). Get reads it from any goroutine.
+	rng atomic.Pointer[tokenRange]
+}
+
+// tokenRange is [start, end), end 0 meaning 2^64.
+type tokenRange struct{ start, end uint64 }
+
+func (t *tokenRange) contains(tok uint64) bool {
+	return tok >= t.start && (t.end == 0 || tok < t.end)
+}
+
+// SetRange sets the token range the shard owns (a split applied at the
+// current position of the log, or a snapshot that carried a narrower
+// descriptor). From then on, writes outside it apply nothing and answer
+// wire.StatusWrongShard, and Get refuses keys outside it. The version
+// cache is cleared: keys that left the shard are another machine's now.
+func (m *Machine) SetRange(start, end uint64) {
+	m.rng.Store(&tokenRange{start, end})
+	m.versions.reset()
+}
+
+// Range returns the token range the shard owns.
+func (m *Machine) Range() (start, end uint64) {
+	r := m.rng.Load()
+	return r.start, r.end
 }
 
 // Open returns the machine of cfg.ShardID over cfg.Engine, dropping dedup
@@ -89,6 +116,7 @@ func Open(cfg Config) (*Machine, error) {
 		return nil, err
 	}
 	m := &Machine{cfg: cfg, id: cfg.ShardID}
+	m.rng.Store(&tokenRange{cfg.Start, cfg.End})
 	m.versions.max = cfg.VersionCache
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
@@ -175,7 +203,7 @@ type Value struct {
 // concurrently with Apply.
 func (m *Machine) Get(key []byte) (Value, error) {
 	t := shard.Token(key)
-	if t < m.cfg.Start || (m.cfg.End != 0 && t >= m.cfg.End) {
+	if !m.rng.Load().contains(t) {
 		return Value{}, fmt.Errorf("%w: shard %d", ErrWrongShard, m.id)
 	}
 	b, err := m.cfg.Engine.Get(storage.DataKey(t, key))

@@ -317,3 +317,10 @@ func (e *Engine) WALFsyncs() uint64 {
 // manifests: Pebble's own count). It computes Pebble's metrics: call it
 // now and then, not on a hot path.
 func (e *Engine) DiskUsage() uint64 { return e.db.Metrics().DiskSpaceUsage() }
+
+// EstimateSize estimates the bytes the key range [start, end) takes on
+// disk, from the sstables (and blob files) that overlap it; data still in
+// the memtable is not counted. It reads no data.
+func (e *Engine) EstimateSize(start, end []byte) (uint64, error) {
+	return e.db.EstimateDiskUsage(start, end)
+}

@@ -158,6 +158,7 @@ func (s *Store) LearnDescriptor(d shard.Descriptor) bool {
 		return false
 	}
 	s.mu.known[d.ID] = d.Clone()
+	s.routesChanged()
 	return true
 }
 
@@ -206,6 +207,7 @@ func (s *Store) removeLocal(d shard.Descriptor) error {
 		s.mu.known[d.ID] = d.Clone()
 	}
 	s.mu.Unlock()
+	s.routesChanged()
 	s.sched.remove(d.ID)
 	if r != nil {
 		r.Stop() // waits for a round in progress
@@ -248,22 +250,35 @@ var (
 	ErrBadDescriptor = errors.New("store: bad descriptor")
 )
 
-// CreateReplica creates an empty learner replica of d's shard on this
-// node (the first step of adding it, asked by the shard's leader through
-// wire.KindCreateReplica). Idempotent: an existing replica is left alone.
-// Refused when d does not list this node as a learner, or when the
-// node's replica of the shard was removed at d's epoch or later (a late
-// request never brings back a removed replica).
+// CreateReplica creates an empty replica of d's shard on this node,
+// asked by the shard's leader through wire.KindCreateReplica: a learner
+// (the first step of adding it), or a voter of a shard a split made that
+// this node missed (split.go). Idempotent: an existing replica is left
+// alone. Refused when d does not list this node, while a local replica
+// of another shard owns part of d's range, or when the node's
+// replica of the shard was removed at d's epoch or later (a late request
+// never brings back a removed replica).
 func (s *Store) CreateReplica(d shard.Descriptor) error {
-	if d.ID == 0 || !d.IsLearner(s.cfg.NodeID) || len(d.Replicas) == 0 {
-		return fmt.Errorf("%w: shard %d does not list node %d as a learner", ErrBadDescriptor, d.ID, s.cfg.NodeID)
+	if d.ID == 0 || !d.HasReplica(s.cfg.NodeID) || len(d.Replicas) == 0 {
+		return fmt.Errorf("%w: shard %d does not list node %d", ErrBadDescriptor, d.ID, s.cfg.NodeID)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.mu.replicas[d.ID] != nil {
 		return nil
 	}
-	if k, ok := s.mu.known[d.ID]; ok && (k.Start != d.Start || k.End != d.End) {
+	if s.overlapsLocked(d) {
+		// Never two local replicas over one key: a local replica that
+		// still owns part of the range has not applied the split that
+		// made d's shard (it creates that replica itself when it does),
+		// and a snapshot it installs would clear the range it owns.
+		// (A voter's replica is created empty only for a shard a split
+		// made that this node missed, split.go.)
+		return fmt.Errorf("%w: a local replica still owns part of shard %d's range [%x,%x)",
+			ErrBadDescriptor, d.ID, d.Start, d.End)
+	}
+	if k, ok := s.mu.known[d.ID]; ok && k.Epoch >= d.Epoch && (k.Start != d.Start || k.End != d.End) {
+		// (A newer descriptor may own less: the shard split since.)
 		return fmt.Errorf("%w: shard %d owns [%x,%x), not [%x,%x)", ErrBadDescriptor, d.ID, k.Start, k.End, d.Start, d.End)
 	}
 	if epoch, dead := s.mu.tombs[d.ID]; dead {
@@ -283,6 +298,7 @@ func (s *Store) CreateReplica(d shard.Descriptor) error {
 	}
 	s.mu.replicas[d.ID] = r
 	s.sched.add(d.ID)
+	s.routesChanged()
 	s.cfg.Logger.Info("created an empty learner replica", "shard", d.ID, "epoch", d.Epoch)
 	return nil
 }

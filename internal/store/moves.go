@@ -30,6 +30,7 @@ const (
 	ChangeMove   = 1 // replace From by To
 	ChangeAdd    = 2 // add To (as a learner only with Learner)
 	ChangeRemove = 3 // remove From
+	ChangeSplit  = 4 // split the shard at its midpoint (split.go)
 )
 
 // MemberChange is one membership change of a shard, as KindMembers
@@ -55,7 +56,7 @@ func (c MemberChange) Marshal() []byte {
 // UnmarshalMemberChange decodes what Marshal produced.
 func UnmarshalMemberChange(b []byte) (MemberChange, error) {
 	var c MemberChange
-	if len(b) < 3 || b[0] != 1 || b[1] < ChangeMove || b[1] > ChangeRemove || b[2] > 1 {
+	if len(b) < 3 || b[0] != 1 || b[1] < ChangeMove || b[1] > ChangeSplit || b[2] > 1 {
 		return c, fmt.Errorf("%w: bad encoding", ErrBadChange)
 	}
 	c.Kind, c.Learner = b[1], b[2] == 1
@@ -90,7 +91,8 @@ func (s *Store) MoveReplica(ctx context.Context, shardID, from, to uint64) error
 	if from == 0 || to == 0 || from == to {
 		return fmt.Errorf("%w: move from %d to %d", ErrBadChange, from, to)
 	}
-	return s.change(ctx, MemberChange{Kind: ChangeMove, Shard: shardID, From: from, To: to})
+	_, err := s.change(ctx, MemberChange{Kind: ChangeMove, Shard: shardID, From: from, To: to})
+	return err
 }
 
 // AddReplica adds node to to the shard: as a learner that stays one with
@@ -100,7 +102,8 @@ func (s *Store) AddReplica(ctx context.Context, shardID, to uint64, learnerOnly 
 	if to == 0 {
 		return fmt.Errorf("%w: add node 0", ErrBadChange)
 	}
-	return s.change(ctx, MemberChange{Kind: ChangeAdd, Shard: shardID, To: to, Learner: learnerOnly})
+	_, err := s.change(ctx, MemberChange{Kind: ChangeAdd, Shard: shardID, To: to, Learner: learnerOnly})
+	return err
 }
 
 // RemoveReplica removes node's replica (voter or learner) from the shard.
@@ -110,14 +113,15 @@ func (s *Store) RemoveReplica(ctx context.Context, shardID, node uint64) error {
 	if node == 0 {
 		return fmt.Errorf("%w: remove node 0", ErrBadChange)
 	}
-	return s.change(ctx, MemberChange{Kind: ChangeRemove, Shard: shardID, From: node})
+	_, err := s.change(ctx, MemberChange{Kind: ChangeRemove, Shard: shardID, From: node})
+	return err
 }
 
 // change runs c on the shard's leader, here or over the transport,
 // following leader hints until it is done or ctx ends.
-func (s *Store) change(ctx context.Context, c MemberChange) error {
+func (s *Store) change(ctx context.Context, c MemberChange) (shard.Descriptor, error) {
 	if _, ok := s.Descriptor(c.Shard); !ok {
-		return fmt.Errorf("%w: unknown shard %d", ErrBadChange, c.Shard)
+		return shard.Descriptor{}, fmt.Errorf("%w: unknown shard %d", ErrBadChange, c.Shard)
 	}
 	backoff := 10 * time.Millisecond
 	var hint uint64
@@ -135,19 +139,24 @@ func (s *Store) change(ctx context.Context, c MemberChange) error {
 		}
 		hint = 0
 		var err error
+		var child shard.Descriptor
 		if target == s.cfg.NodeID {
-			err = s.runChange(ctx, c)
+			if c.Kind == ChangeSplit {
+				child, err = s.runSplit(ctx, c.Shard)
+			} else {
+				err = s.runChange(ctx, c)
+			}
 		} else if target != 0 && s.tr != nil {
-			err = s.remoteChange(ctx, target, c)
+			child, err = s.remoteChange(ctx, target, c)
 		} else {
 			err = &replica.NotLeaderError{}
 		}
 		var nl *replica.NotLeaderError
 		switch {
 		case err == nil:
-			return nil
+			return child, nil
 		case errors.Is(err, ErrBadChange):
-			return err
+			return shard.Descriptor{}, err
 		case errors.As(err, &nl):
 			if nl.Leader != target {
 				hint = nl.Leader
@@ -161,35 +170,49 @@ func (s *Store) change(ctx context.Context, c MemberChange) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: shard %d: %v (last: %v)", ErrNoLeader, c.Shard, ctx.Err(), lastErr)
+			return shard.Descriptor{}, fmt.Errorf("%w: shard %d: %v (last: %v)", ErrNoLeader, c.Shard, ctx.Err(), lastErr)
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 
-// remoteChange asks node target to run c as the shard's leader.
-func (s *Store) remoteChange(ctx context.Context, target uint64, c MemberChange) error {
+// remoteChange asks node target to run c as the shard's leader; for a
+// split it returns the new shard's descriptor.
+func (s *Store) remoteChange(ctx context.Context, target uint64, c MemberChange) (shard.Descriptor, error) {
+	var none shard.Descriptor
 	req := &wire.Request{Kind: wire.KindMembers, Sender: s.cfg.NodeID, ShardID: c.Shard, Command: c.Marshal()}
 	if dl, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = dl.UnixNano()
 	}
 	resp, err := s.tr.Request(ctx, target, req)
 	if err != nil {
-		return err
+		return none, err
 	}
 	switch resp.Status {
 	case wire.StatusOK:
-		if d, err := shard.UnmarshalDescriptor(resp.Value); err == nil && d.ID == c.Shard {
+		v := resp.Value
+		var child shard.Descriptor
+		if c.Kind == ChangeSplit {
+			var cb []byte
+			if v, cb, err = unmarshalSplitResult(v); err != nil {
+				return none, fmt.Errorf("store: node %d: %w", target, err)
+			}
+			if child, err = shard.UnmarshalDescriptor(cb); err != nil {
+				return none, fmt.Errorf("store: node %d: %w", target, err)
+			}
+			s.LearnDescriptor(child)
+		}
+		if d, err := shard.UnmarshalDescriptor(v); err == nil && d.ID == c.Shard {
 			s.LearnDescriptor(d)
 		}
-		return nil
+		return child, nil
 	case wire.StatusNotLeader, wire.StatusNoReplica:
-		return &replica.NotLeaderError{Leader: resp.Leader}
+		return none, &replica.NotLeaderError{Leader: resp.Leader}
 	case wire.StatusInvalid:
-		return fmt.Errorf("%w: %s", ErrBadChange, resp.Message)
+		return none, fmt.Errorf("%w: %s", ErrBadChange, resp.Message)
 	}
-	return fmt.Errorf("store: node %d: %s (status %d)", target, resp.Message, resp.Status)
+	return none, fmt.Errorf("store: node %d: %s (status %d)", target, resp.Message, resp.Status)
 }
 
 // HandleMembers answers a wire.KindMembers request: it runs the change
@@ -199,13 +222,21 @@ func (s *Store) HandleMembers(ctx context.Context, req *wire.Request) *wire.Resp
 	if err != nil || c.Shard != req.ShardID {
 		return &wire.Response{Status: wire.StatusInvalid, Message: "bad membership change"}
 	}
-	err = s.runChange(ctx, c)
+	var child shard.Descriptor
+	if c.Kind == ChangeSplit {
+		child, err = s.runSplit(ctx, c.Shard)
+	} else {
+		err = s.runChange(ctx, c)
+	}
 	var nl *replica.NotLeaderError
 	switch {
 	case err == nil:
 		resp := &wire.Response{Status: wire.StatusOK}
 		if d, ok := s.Descriptor(c.Shard); ok {
 			resp.Value = d.Marshal() // the caller learns the result
+		}
+		if c.Kind == ChangeSplit {
+			resp.Value = marshalSplitResult(resp.Value, child.Marshal())
 		}
 		return resp
 	case errors.As(err, &nl):

@@ -27,12 +27,14 @@ func (s *Store) orphans() {
 	t := time.NewTicker(s.cfg.OrphanInterval)
 	defer t.Stop()
 	leaderless := map[uint64]int{}
+	silent := map[[2]uint64]int{}
 	for {
 		select {
 		case <-t.C:
 		case <-s.ctx.Done():
 			return
 		}
+		s.repairSplits(silent)
 		for _, r := range s.replicaList() {
 			if r.Leader() != 0 || r.Removed() {
 				delete(leaderless, r.ID())

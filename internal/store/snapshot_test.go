@@ -25,6 +25,8 @@ type grpcNode struct {
 }
 
 type grpcCluster struct {
+	// tune, if set, adjusts every node's store configuration.
+	tune  func(*Config)
 	t     *testing.T
 	m     shard.Map
 	peers map[uint64]string
@@ -42,9 +44,13 @@ func (c *grpcCluster) start(id uint64, fresh bool) {
 	}
 	// 50 ms ticks (an election timeout of 500 ms): shorter ones let a
 	// loaded machine (the race detector, parallel packages) churn leaders.
-	st, err := New(Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 50 * time.Millisecond,
+	cfg := Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 50 * time.Millisecond,
 		BalanceInterval: -1, SickThreshold: -1, OrphanInterval: 100 * time.Millisecond, SnapshotChunk: testChunk, Logger: quiet,
-		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}, fresh)
+		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}
+	if c.tune != nil {
+		c.tune(&cfg)
+	}
+	st, err := New(cfg, fresh)
 	if err != nil {
 		t.Fatal(err)
 	}

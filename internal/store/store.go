@@ -54,6 +54,14 @@ type Config struct {
 	// ScrubWait: how long a replica waits for its peers' hashes of a
 	// scrub before judging with those it has. Default 30s.
 	ScrubWait time.Duration
+	// SplitSize: a shard this node leads whose data takes more than this
+	// many bytes on disk (sstables; the memtable is not counted) is split
+	// in two halves of its token range (split.go). Default 256 MiB;
+	// negative disables automatic splits.
+	SplitSize int64
+	// SplitCheckInterval: how often the leaders' sizes are checked.
+	// Default 30s.
+	SplitCheckInterval time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -86,6 +94,12 @@ func (c Config) EnsureDefaults() Config {
 	if c.ScrubWait == 0 {
 		c.ScrubWait = 30 * time.Second
 	}
+	if c.SplitSize == 0 {
+		c.SplitSize = DefaultSplitSize
+	}
+	if c.SplitCheckInterval == 0 {
+		c.SplitCheckInterval = 30 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -107,6 +121,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: ScrubInterval %s: want 0 (off) or a positive duration", c.ScrubInterval)
 	case c.ScrubWait < 0:
 		return fmt.Errorf("store: ScrubWait %s: want a positive duration", c.ScrubWait)
+	case c.SplitCheckInterval < 0:
+		return fmt.Errorf("store: SplitCheckInterval %s: want a positive duration", c.SplitCheckInterval)
 	case c.MaxSnapshots < 1:
 		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
 	}
@@ -136,6 +152,12 @@ type Store struct {
 		sync.Mutex
 		queue []shard.Descriptor
 		wake  chan struct{}
+	}
+	// route is the routing table built from the known descriptors
+	// (routing.go), rebuilt when dirty.
+	route struct {
+		table atomic.Pointer[routeTable]
+		dirty atomic.Bool
 	}
 	snapSem chan struct{}
 	// moved and refused are owned by the balancer goroutine: when
@@ -189,6 +211,8 @@ func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	if s.cfg.ScrubInterval > 0 {
 		rc.OnScrub = s.queueScrub
 	}
+	rc.OnSplit = s.addSplit
+	rc.OnRangeChange = s.routesChanged
 	return rc
 }
 
@@ -235,6 +259,9 @@ func (s *Store) Start(campaign bool) {
 	if s.cfg.ScrubInterval > 0 {
 		s.goFunc(s.scrubber)
 		s.goFunc(s.hasher)
+	}
+	if s.cfg.SplitSize > 0 {
+		s.goFunc(s.splitter)
 	}
 	if campaign {
 		for _, r := range s.replicaList() {

@@ -49,6 +49,8 @@ type Cluster struct {
 	// corrupt: the shard whose replica a corrupt fault damaged, by node
 	// (under notesMu).
 	corrupt map[int]corruption
+	// newShards are the shards split faults made (under notesMu).
+	newShards []uint64
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {

@@ -76,6 +76,20 @@ var Scenarios = map[string]Scenario{
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: joinFault{}, Target: "node:1", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
 		}},
+	"split": {Description: "split shards repeatedly under load (POST /v1/admin/shards/{id}/split, the widest shard each time, through node 1, 2, 3 in turn, 6 splits 3 s apart; the fourth while node 2 is down after a kill -9, restarted 5 s later); the new halves start on the same replicas with no data copied, writes in flight are retried on the right half, and the killed node applies the split it missed from its log", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			var out []Step
+			at := 5 * time.Second
+			for i := 0; i < 6; i++ {
+				f, target, hold := shardSplitFault{}, fmt.Sprint("node:", i%3+1), time.Second
+				if i == 3 {
+					f, target, hold = shardSplitFault{kill: true}, "node:2", 5*time.Second
+				}
+				out = append(out, Step{Fault: f, Target: target, At: at, For: hold})
+				at += hold + 2*time.Second
+			}
+			return out
+		}},
 	"leader-kill-partition": {Description: "kill -9 the leader of shard 1, then isolate the new leader (the short run of make test)", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: killFault{}, Target: "leader", At: 5 * time.Second, For: 6 * time.Second},
