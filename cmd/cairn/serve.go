@@ -137,7 +137,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")
 	f.IntVar(&valueSeparation, "value-separation", storage.DefaultValueSeparation, "values of at least this many bytes are kept in Pebble's blob files, out of compactions (-1: all inline)")
-	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache, which its memtables share (data, index and filter blocks of the node's files); under a cgroup memory limit the node holds at most 45 % of the limit there")
+	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache, which its memtables share (data, index and filter blocks of the node's files); under a cgroup memory limit the node holds at most 35 % of the limit there")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
 	f.Int64Var(&splitSize, "split-size", 256<<20, "a shard whose data takes more than this many bytes on disk is split in two halves of its token range by its leader (no data is copied; 0: never split automatically; POST /v1/admin/shards/{id}/split splits by hand)")

@@ -9,8 +9,8 @@ func TestPebbleBudgetFollowsTheLimit(t *testing.T) {
 	}{
 		{0, noLimit},            // no cgroup limit: the opened size
 		{1 << 63, noLimit},      // "max" as some kernels report it
-		{100 << 20, 45 << 20},   // pebbleShare of the limit
-		{1000 << 20, 450 << 20}, // above the opened size: SetCacheBudget clamps
+		{100 << 20, 35 << 20},   // pebbleShare of the limit
+		{1000 << 20, 350 << 20}, // above the opened size: SetCacheBudget clamps
 	} {
 		if got := pebbleBudget(tc.limit); got != tc.want {
 			t.Errorf("pebbleBudget(%d) = %d, want %d", tc.limit, got, tc.want)
