@@ -53,6 +53,7 @@ func (r *Replica) applyLocked(ents []raftpb.Entry) {
 	}
 	r.mu.appliedT = last.Term
 	r.applied.Store(last.Index)
+	r.notifyApplied()
 	if newDesc != nil {
 		r.setDesc(*newDesc)
 		r.noteMembershipLocked()

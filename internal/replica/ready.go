@@ -250,6 +250,10 @@ func (r *Replica) finishLocked(rr *Round) {
 		if err := r.sm.Reset(); err != nil {
 			panic("replica: state machine after snapshot: " + err.Error())
 		}
+		if err := r.sm.OpenHistory(md.Index); err != nil {
+			panic("replica: history after snapshot: " + err.Error())
+		}
+		r.notifyApplied()
 		// The snapshot carried the descriptor of its conf state.
 		d, found, err := loadDescriptor(r.cfg.Engine, r.id)
 		if err != nil {

@@ -169,7 +169,9 @@ type Replica struct {
 	// takes to handle (persist, send, apply): the replica's health.
 	readyNanos atomic.Int64
 	applied    atomic.Uint64
-	stopped    atomic.Bool
+	// appliedCh, when set, is closed at the next apply (AppliedChanged).
+	appliedCh atomic.Pointer[chan struct{}]
+	stopped   atomic.Bool
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
 	// this node from the shard.
@@ -277,6 +279,9 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	if err := r.sm.OpenHistory(as.Index); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	r.mu.appliedT = as.Term
@@ -421,6 +426,7 @@ func (r *Replica) Stop() {
 	r.in.props, r.in.reads = nil, nil
 	r.in.Unlock()
 	r.closeSnapshots()
+	r.notifyApplied() // history readers see ErrStopped
 }
 
 // LogBounds returns the first and last index held in the raft log.

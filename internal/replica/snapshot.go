@@ -51,13 +51,14 @@ func parseSnapHeader(b []byte, kind byte) (uint64, bool) {
 }
 
 // spans returns the Pebble key ranges that make up the shard's replicated
-// state, sorted: its descriptor record and dedup table (shard-local keys)
-// then its data range.
+// state, sorted: its descriptor record and dedup table (shard-local keys),
+// its data range, then its change history.
 func (r *Replica) spans() [][2][]byte {
 	ds, de := storage.DataSpan(r.start, r.end)
 	q := storage.DedupPrefix(r.id)
 	dk := storage.DescriptorKey(r.id)
-	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}}
+	hs, he := storage.HistorySpan(r.id)
+	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}, {hs, he}}
 	sort.Slice(sp, func(i, j int) bool { return bytes.Compare(sp[i][0], sp[j][0]) < 0 })
 	return sp
 }
