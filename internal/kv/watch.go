@@ -111,3 +111,32 @@ func (c *Coordinator) ShardRevision(ctx context.Context, id uint64) (uint64, err
 		}
 	}
 }
+
+// LeaderClock is shard id's replicated clock (internal/statemachine) as
+// this node's replica has applied it, when that replica leads the shard:
+// the time the etcd API's lease expiry runs on. ok is false elsewhere.
+func (c *Coordinator) LeaderClock(id uint64) (clock time.Duration, ok bool) {
+	r := c.cfg.Store.Replica(id)
+	if r == nil || r.Removed() {
+		return 0, false
+	}
+	return r.LeaderClock()
+}
+
+// StampClock has this node's replica of shard id, if it leads the shard,
+// propose an entry that moves the shard clock (see LeaderClock).
+func (c *Coordinator) StampClock(id uint64) {
+	if r := c.cfg.Store.Replica(id); r != nil && !r.Removed() {
+		r.StampClock()
+	}
+}
+
+// ShardClock is shard id's replicated clock as this node's replica has
+// applied it, leader or not; ok is false without a replica.
+func (c *Coordinator) ShardClock(id uint64) (clock time.Duration, ok bool) {
+	r := c.cfg.Store.Replica(id)
+	if r == nil || r.Removed() || r.Applied() == 0 {
+		return 0, false
+	}
+	return r.ShardClock(), true
+}

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"time"
+
 	"github.com/cairn-db/cairn/internal/statemachine"
 )
 
@@ -49,4 +51,24 @@ func (r *Replica) notifyApplied() {
 	if p := r.appliedCh.Swap(nil); p != nil {
 		close(*p)
 	}
+}
+
+// StampClock has a leader propose an entry that only stamps the shard
+// clock, at its next round: a user of the clock (the etcd API's lease
+// expiry) keeps it moving while it needs it, writes or not. A follower
+// does nothing.
+func (r *Replica) StampClock() {
+	if r.IsLeader() {
+		r.stampAsked.Store(true)
+		r.cfg.Enqueue(r.id)
+	}
+}
+
+// LeaderClock is the shard clock as this replica has applied it, and
+// whether it leads the shard.
+func (r *Replica) LeaderClock() (time.Duration, bool) {
+	if !r.IsLeader() {
+		return 0, false
+	}
+	return r.ShardClock(), true
 }

@@ -213,10 +213,12 @@ func (r *Replica) proposeLocked(props []*proposal, lead uint64) {
 // maybeStampLocked has a leader propose an entry that only stamps the
 // shard clock when it stamped none for statemachine.StampInterval and the
 // dedup table holds records that wait to expire — its own writes stamp the
-// clock, but writes its followers forward do not.
+// clock, but writes its followers forward do not — or when StampClock
+// asked for one.
 func (r *Replica) maybeStampLocked() {
 	now := r.cfg.Clock()
-	if now-r.mu.lastStamp < statemachine.StampInterval(r.cfg.DedupTTL) || !r.sm.HasRecords() {
+	asked := r.stampAsked.Swap(false) && r.IsLeader()
+	if !asked && (now-r.mu.lastStamp < statemachine.StampInterval(r.cfg.DedupTTL) || !r.sm.HasRecords()) {
 		return
 	}
 	if err := r.mu.rn.Propose(wire.MarshalStamped(uint64(now), nil)); err == nil {

@@ -171,7 +171,9 @@ type Replica struct {
 	applied    atomic.Uint64
 	// appliedCh, when set, is closed at the next apply (AppliedChanged).
 	appliedCh atomic.Pointer[chan struct{}]
-	stopped   atomic.Bool
+	// stampAsked: StampClock asked for a stamp-only entry.
+	stampAsked atomic.Bool
+	stopped    atomic.Bool
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
 	// this node from the shard.

@@ -3,8 +3,10 @@ package etcdapi
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/kv"
 )
@@ -25,6 +27,10 @@ type fakeBackend struct {
 	history []kv.Event
 	floor   uint64
 	changed chan struct{}
+	// clock is the shard clock (one shard, led here); stamps counts
+	// StampClock calls.
+	clock  time.Duration
+	stamps int
 }
 
 func newFake() *fakeBackend {
@@ -61,6 +67,20 @@ func (f *fakeBackend) ShardEvents(id, from uint64, maxBytes int) (kv.HistoryPage
 		}
 	}
 	return p, f.changed, nil
+}
+
+func (f *fakeBackend) ShardClock(uint64) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clock, true
+}
+
+func (f *fakeBackend) LeaderClock(id uint64) (time.Duration, bool) { return f.ShardClock(id) }
+
+func (f *fakeBackend) StampClock(uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stamps++
 }
 
 func (f *fakeBackend) ShardRevision(context.Context, uint64) (uint64, error) {
@@ -150,7 +170,7 @@ func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, er
 	defer f.mu.Unlock()
 	var keys []string
 	for k := range f.data {
-		if k >= string(o.Start) && (o.End == nil || k < string(o.End)) && (o.After == nil || k > string(o.After)) {
+		if k >= string(o.Start) && (o.End == nil || k < string(o.End)) && (o.After == nil || k > string(o.After)) && strings.HasPrefix(k, string(o.Prefix)) {
 			keys = append(keys, k)
 		}
 	}

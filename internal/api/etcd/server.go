@@ -31,6 +31,11 @@ type Backend interface {
 	WatchShards(key, end []byte) []uint64
 	ShardEvents(id, from uint64, maxBytes int) (kv.HistoryPage, <-chan struct{}, error)
 	ShardRevision(ctx context.Context, id uint64) (uint64, error)
+	// The shards' replicated clocks, which lease expiry runs on
+	// (lease_expiry.go).
+	ShardClock(id uint64) (time.Duration, bool)
+	LeaderClock(id uint64) (time.Duration, bool)
+	StampClock(id uint64)
 }
 
 // Config configures the etcd API server. New fills its defaults
@@ -112,6 +117,9 @@ type Server struct {
 	// than hold the graceful stop.
 	done     chan struct{}
 	stopOnce sync.Once
+	// loops: the lease expiry loop (started by Serve).
+	loops     sync.WaitGroup
+	startOnce sync.Once
 }
 
 // New returns a Server over b; Serve starts it.
@@ -132,7 +140,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 	pb.RegisterKVServer(s.g, &kvServer{s: s})
 	pb.RegisterClusterServer(s.g, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(s.g, &maintenanceServer{s: s})
-	pb.RegisterLeaseServer(s.g, &pb.UnimplementedLeaseServer{})
+	pb.RegisterLeaseServer(s.g, &leaseServer{s: s})
 	pb.RegisterWatchServer(s.g, &watchServer{s: s})
 	pb.RegisterAuthServer(s.g, &pb.UnimplementedAuthServer{})
 	return s, nil
@@ -140,6 +148,13 @@ func New(b Backend, cfg Config) (*Server, error) {
 
 // Serve serves on lis until Stop; it returns nil after Stop.
 func (s *Server) Serve(lis net.Listener) error {
+	s.startOnce.Do(func() {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.expireLoop()
+		}()
+	})
 	err := s.g.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -158,6 +173,7 @@ func (s *Server) Stop(grace time.Duration) {
 	case <-time.After(grace):
 		s.g.Stop()
 	}
+	s.loops.Wait()
 }
 
 // header is the response header of a call that saw revision rev.
