@@ -24,11 +24,12 @@ import (
 // are the shards' log indexes, so a single-key watch resumed from the
 // last revision seen + 1 gets exactly the events after it, on any node.
 //
-// Threads: one goroutine reads the stream's requests (the handler's
-// own), one per shard of each watcher reads that shard's history and
-// sends its events, one per watcher with progress_notify ticks. All end
-// with the stream (or the watcher's cancellation), under the stream's
-// WaitGroup; sends are serialised by the stream's mutex.
+// Threads: the handler serves the stream's requests, which one goroutine
+// reads (it ends when the handler returns); one per shard of each watcher
+// reads that shard's history and sends its events, one per watcher with
+// progress_notify ticks: those end with the stream (or the watcher's
+// cancellation), and the handler waits for them. Sends are serialised by
+// the stream's mutex.
 
 // watchPageBytes bounds the keys and values of one watch response (a
 // log entry's events are never split, so one may be larger).
@@ -80,9 +81,9 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	defer ws.wg.Wait()
 	defer fail(nil)
 	reqs := make(chan *pb.WatchRequest)
-	ws.wg.Add(1)
+	// The reader is not waited for: Recv returns once the handler has
+	// returned (gRPC then ends the stream), and the reader with it.
 	go func() {
-		defer ws.wg.Done()
 		for {
 			r, err := stream.Recv()
 			if errors.Is(err, io.EOF) {

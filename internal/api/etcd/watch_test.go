@@ -10,6 +10,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cairn-db/cairn/internal/kv"
@@ -173,4 +174,32 @@ func TestWatchRangeCompactedRefused(t *testing.T) {
 			t.Fatalf("create %v: %v, want refused", cr, r)
 		}
 	}
+}
+
+func TestWatchStreamEndsWithTheNode(t *testing.T) {
+	s, _ := newTestServer(t)
+	st := watchClient(t, s)
+	if c := create(t, st, &pb.WatchCreateRequest{Key: []byte("a")}); !c.Created {
+		t.Fatalf("create: %v", c)
+	}
+	stopped := make(chan struct{})
+	go func() { s.Stop(time.Minute); close(stopped) }()
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := st.Recv(); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		if code(err) != codes.Unavailable {
+			t.Fatalf("stream of a stopping node: %v, want Unavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an open watch holds the node's stop")
+	}
+	<-stopped
 }
