@@ -72,6 +72,11 @@ type Config struct {
 	// VersionCache: keys whose current version the replica keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
 	VersionCache int
+	// HistoryRetention: log indexes of change history the shard keeps for
+	// etcd watches (statemachine.Config.HistoryRetention); the same on
+	// every node. Default statemachine.DefaultHistoryRetention; negative:
+	// none.
+	HistoryRetention int
 	// Clock is the monotonic clock a leader stamps its entries with (the
 	// shard clock that ages dedup records counts the time between a
 	// leader's stamps; see internal/statemachine). Default: time since the
@@ -278,7 +283,8 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.rn = rn
 	r.sm, err = statemachine.Open(statemachine.Config{
 		ShardID: r.id, Start: r.start, End: r.end, Engine: cfg.Engine,
-		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
+		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, HistoryRetention: cfg.HistoryRetention,
+		Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
