@@ -121,10 +121,14 @@ type historyState struct {
 // OpenHistory loads the history's floor. A shard without a floor record
 // (a data dir from before the history, or a snapshot without one) starts
 // its history after applied, the replica's applied index: the events at
-// or below it were never recorded.
+// or below it were never recorded. A machine that keeps no history
+// deletes what a snapshot or an earlier run left, so that keeping one
+// again later starts afresh instead of showing a gap as history.
 func (m *Machine) OpenHistory(applied uint64) error {
 	if m.hist.retention == 0 {
-		return nil
+		b := m.cfg.Engine.NewBatch()
+		b.DeleteRange(storage.HistorySpan(m.id))
+		return b.Commit(false)
 	}
 	v, err := m.cfg.Engine.Get(storage.HistoryFloorKey(m.id))
 	switch {

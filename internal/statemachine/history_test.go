@@ -101,6 +101,16 @@ func TestHistoryTrimmedByRetention(t *testing.T) {
 	if err := m2.OpenHistory(100); err != nil || m2.HistoryFloor() != floor {
 		t.Fatalf("reopened floor %d (%v), want %d", m2.HistoryFloor(), err, floor)
 	}
+	// Reopened without history, the history goes; with it again, it
+	// starts after the applied index then.
+	m3, _ := Open(Config{ShardID: 1, Engine: m.cfg.Engine, HistoryRetention: -1})
+	if err := m3.OpenHistory(100); err != nil {
+		t.Fatal(err)
+	}
+	m4, _ := Open(m.cfg)
+	if err := m4.OpenHistory(120); err != nil || m4.HistoryFloor() != 120 {
+		t.Fatalf("history on again: floor %d (%v), want 120", m4.HistoryFloor(), err)
+	}
 	fresh := testMachine(t)
 	fresh.hist.retention = 10
 	if err := fresh.OpenHistory(42); err != nil || fresh.HistoryFloor() != 42 {
