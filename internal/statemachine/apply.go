@@ -72,7 +72,9 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	looked := !unconditionalPut || answers || m.clock.indexed || history
 	if looked {
 		var known bool
-		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed || history {
+		// The history needs the value replaced, unless the (exact)
+		// cache knows the key is absent.
+		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed || (history && curVersion != 0) {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:

@@ -27,7 +27,18 @@ func hdel(key string, n int) wire.Command {
 }
 
 func TestHistoryRecordsChanges(t *testing.T) {
-	m := historyMachine(t, 1000)
+	for _, cache := range []int{0, 100} {
+		t.Run(fmt.Sprint("version cache ", cache), func(t *testing.T) {
+			m := historyMachine(t, 1000)
+			if cache > 0 {
+				withVersionCache(m, cache)
+			}
+			testHistoryRecordsChanges(t, m)
+		})
+	}
+}
+
+func testHistoryRecordsChanges(t *testing.T, m *Machine) {
 	cmds := []wire.Command{
 		hput("a", "1"), // 1
 		hput("b", "x"), // 2
