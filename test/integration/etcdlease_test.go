@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	be "encoding/binary"
 	"testing"
 	"time"
 
@@ -104,4 +105,54 @@ func TestEtcdLease(t *testing.T) {
 	}
 	kcancel()
 	waitGone("l/c", 20*time.Second)
+
+	t.Run("ExpiryAfterOwnerLeaderKill", func(t *testing.T) { testLeaseOwnerKill(t, c, eps) })
+}
+
+// testLeaseOwnerKill kills (SIGKILL) the leader of a lease's owner shard:
+// the shard's next leader expires the lease and deletes its key.
+func testLeaseOwnerKill(t *testing.T, c *cluster, eps []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cli := newEtcdClient(t, eps)
+	g, err := cli.Grant(ctx, 3)
+	must(t, err)
+	_, err = cli.Put(ctx, "l/owner", "1", clientv3.WithLease(g.ID))
+	must(t, err)
+	rec := "\x00etcd-lease/" + string(be.BigEndian.AppendUint64(nil, uint64(g.ID)))
+	sh := c.shardOf(1, []string{rec})[rec]
+	ci, err := c.clusterInfo(1)
+	must(t, err)
+	lead := 0
+	for _, s := range ci.Shards {
+		if s.ID == sh {
+			lead = int(s.Leader)
+		}
+	}
+	if lead == 0 {
+		t.Fatalf("shard %d has no leader", sh)
+	}
+	c.kill(lead)
+	var others []string
+	for i, ep := range eps {
+		if i+1 != lead {
+			others = append(others, ep)
+		}
+	}
+	survivor := newEtcdClient(t, others)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := survivor.Get(ctx, "l/owner")
+		if err == nil && r.Count == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("l/owner still there 30 s after its owner shard's leader (node %d) was killed: %v %v", lead, r, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if ttl, err := survivor.TimeToLive(ctx, g.ID); err != nil || ttl.TTL != -1 {
+		t.Fatalf("time to live after expiry: %+v %v", ttl, err)
+	}
+	t.Logf("lease of shard %d expired by the next leader after node %d was killed", sh, lead)
 }
