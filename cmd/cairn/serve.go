@@ -46,6 +46,7 @@ func newServeCmd() *cobra.Command {
 		snapshotRate                       int64
 		shardSoftLimit                     int
 		scrubInterval                      time.Duration
+		watchHistory                       int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -89,6 +90,9 @@ shards, and its balancer moves replicas onto it. It restarts without
 			if unsafeNoSync {
 				slog.Warn("UNSAFE: --unsafe-no-sync is on; acknowledged writes can be lost on a crash")
 			}
+			if watchHistory <= 0 {
+				watchHistory = -1 // server.Config: negative is none, 0 the default
+			}
 			srv, err := server.New(server.Config{
 				NodeID: nodeID, HTTPAddr: httpAddr, PeerAddr: peerAddr, InitialCluster: peers,
 				DataDir: dataDir, Shards: shards, Replication: replication,
@@ -101,6 +105,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
+				WatchHistory: watchHistory,
 			})
 			if err != nil {
 				return err
@@ -146,6 +151,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.StringSliceVar(&join, "join", nil, "join the running cluster of these node URLs (http://host:port, comma separated) instead of bootstrapping; needs an empty --data-dir and explicit --http-addr and --peer-addr")
 	f.DurationVar(&deadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node silent this long is declared dead and its replicas replaced (negative: never)")
 	f.IntVar(&transferLimit, "transfer-limit", 2, "replica moves touching one node at once (PUT /v1/admin/settings changes it cluster-wide)")
+	f.IntVar(&watchHistory, "watch-history", 20000, "log indexes per shard whose changes are kept for etcd watches, the same on every node (0: none; each write then skips reading the value it replaces)")
 	f.Int64Var(&snapshotRate, "snapshot-rate", 0, "snapshot streaming bound in bytes/s, 0 unlimited (PUT /v1/admin/settings changes it cluster-wide)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")

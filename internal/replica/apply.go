@@ -123,6 +123,7 @@ func (r *Replica) commitRoundLocked(rd *statemachine.Round, last raftpb.Entry) {
 	}
 	r.mu.appliedT = last.Term
 	r.applied.Store(last.Index)
+	r.notifyApplied()
 }
 
 // noteMembershipLocked marks the replica removed, once, when its applied

@@ -213,10 +213,12 @@ func (r *Replica) proposeLocked(props []*proposal, lead uint64) {
 // maybeStampLocked has a leader propose an entry that only stamps the
 // shard clock when it stamped none for statemachine.StampInterval and the
 // dedup table holds records that wait to expire — its own writes stamp the
-// clock, but writes its followers forward do not.
+// clock, but writes its followers forward do not — or when StampClock
+// asked for one.
 func (r *Replica) maybeStampLocked() {
 	now := r.cfg.Clock()
-	if now-r.mu.lastStamp < statemachine.StampInterval(r.cfg.DedupTTL) || !r.sm.HasRecords() {
+	asked := r.stampAsked.Swap(false) && r.IsLeader()
+	if !asked && (now-r.mu.lastStamp < statemachine.StampInterval(r.cfg.DedupTTL) || !r.sm.HasRecords()) {
 		return
 	}
 	if err := r.mu.rn.Propose(wire.MarshalStamped(uint64(now), nil)); err == nil {
@@ -250,6 +252,10 @@ func (r *Replica) finishLocked(rr *Round) {
 		if err := r.sm.Reset(); err != nil {
 			panic("replica: state machine after snapshot: " + err.Error())
 		}
+		if err := r.sm.OpenHistory(md.Index); err != nil {
+			panic("replica: history after snapshot: " + err.Error())
+		}
+		r.notifyApplied()
 		// The snapshot carried the descriptor of its conf state.
 		d, found, err := loadDescriptor(r.cfg.Engine, r.id)
 		if err != nil {

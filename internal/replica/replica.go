@@ -72,6 +72,11 @@ type Config struct {
 	// VersionCache: keys whose current version the replica keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
 	VersionCache int
+	// HistoryRetention: log indexes of change history the shard keeps for
+	// etcd watches (statemachine.Config.HistoryRetention); the same on
+	// every node. Default statemachine.DefaultHistoryRetention; negative:
+	// none.
+	HistoryRetention int
 	// Clock is the monotonic clock a leader stamps its entries with (the
 	// shard clock that ages dedup records counts the time between a
 	// leader's stamps; see internal/statemachine). Default: time since the
@@ -183,6 +188,10 @@ type Replica struct {
 	// takes to handle (persist, send, apply): the replica's health.
 	readyNanos atomic.Int64
 	applied    atomic.Uint64
+	// appliedCh, when set, is closed at the next apply (AppliedChanged).
+	appliedCh atomic.Pointer[chan struct{}]
+	// stampAsked: StampClock asked for a stamp-only entry.
+	stampAsked atomic.Bool
 	stopped    atomic.Bool
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
@@ -291,9 +300,13 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.rn = rn
 	r.sm, err = statemachine.Open(statemachine.Config{
 		ShardID: r.id, Start: d.Start, End: d.End, Engine: cfg.Engine,
-		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, Logger: cfg.Logger,
+		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, HistoryRetention: cfg.HistoryRetention,
+		Logger: cfg.Logger,
 	})
 	if err != nil {
+		return nil, fmt.Errorf("replica: %w", err)
+	}
+	if err := r.sm.OpenHistory(as.Index); err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
 	}
 	r.mu.appliedT = as.Term
@@ -444,6 +457,7 @@ func (r *Replica) Stop() {
 	r.in.props, r.in.reads = nil, nil
 	r.in.Unlock()
 	r.closeSnapshots()
+	r.notifyApplied() // history readers see ErrStopped
 }
 
 // LogBounds returns the first and last index held in the raft log.

@@ -53,12 +53,13 @@ func parseSnapHeader(b []byte, kind byte) (uint64, bool) {
 
 // spansOf returns the Pebble key ranges that make up the replicated
 // state of the shard d describes, sorted: its descriptor record and dedup
-// table (shard-local keys) then its data range.
+// table (shard-local keys), its data range, then its change history.
 func spansOf(d shard.Descriptor) [][2][]byte {
 	ds, de := storage.DataSpan(d.Start, d.End)
 	q := storage.DedupPrefix(d.ID)
 	dk := storage.DescriptorKey(d.ID)
-	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}}
+	hs, he := storage.HistorySpan(d.ID)
+	sp := [][2][]byte{{dk, storage.PrefixEnd(dk)}, {q, storage.PrefixEnd(q)}, {ds, de}, {hs, he}}
 	sort.Slice(sp, func(i, j int) bool { return bytes.Compare(sp[i][0], sp[j][0]) < 0 })
 	return sp
 }

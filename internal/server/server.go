@@ -123,6 +123,10 @@ type Config struct {
 	// DeadNodeTimeout: a member silent this long is declared dead by the
 	// balancer. Default 5m; negative disables.
 	DeadNodeTimeout time.Duration
+	// WatchHistory: log indexes per shard whose changes are kept for etcd
+	// watches (replica.Config.HistoryRetention); the same on every node.
+	// 0: the default (20,000); negative: no history.
+	WatchHistory int
 	// TransferLimit bounds the replica moves touching one node at once
 	// (until PUT /v1/admin/settings sets one). Default 2.
 	TransferLimit int
@@ -405,6 +409,9 @@ func (s *Server) build() error {
 	}
 	rc := cfg.Replica
 	rc.PendingWrites = &s.pendingWrites
+	if cfg.WatchHistory != 0 {
+		rc.HistoryRetention = cfg.WatchHistory
+	}
 	if cfg.FaultInjection && rc.Clock == nil {
 		s.clock = faultclock.New()
 		rc.Clock = s.clock.Monotonic

@@ -75,14 +75,18 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	answers := unconditionalPut && rd.waiting(cmd.RequestID)
 	var curVersion uint64
 	var oldTerms []wire.IndexTerm
-	looked := !unconditionalPut || answers || m.clock.indexed
+	var curData []byte // the current value, read only for the history
+	history := m.hist.retention > 0
+	looked := !unconditionalPut || answers || m.clock.indexed || history
 	if looked {
 		var known bool
-		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed {
+		// The history needs the value replaced, unless the (exact)
+		// cache knows the key is absent.
+		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed || (history && curVersion != 0) {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:
-				if curVersion, oldTerms, _, err = storage.DecodeValueMeta(cur); err != nil {
+				if curVersion, oldTerms, curData, err = storage.DecodeValueMeta(cur); err != nil {
 					panic("statemachine: apply read: " + err.Error())
 				}
 			case !errors.Is(err, storage.ErrNotFound):
@@ -103,6 +107,9 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	case cmd.Op == wire.OpPut:
 		b.Set(key, storage.EncodeValueMeta(index, cmd.Index, cmd.Value))
 		m.maintainIndex(b, tok, cmd, oldTerms, exists, false)
+		if history {
+			m.recordEvent(rd, index, &Event{Key: cmd.Key, Value: cmd.Value, PrevVersion: curVersion, PrevValue: curData})
+		}
 		res.Version = index
 		created = !exists && (answers || !unconditionalPut)
 		// Every replica knows it for a conditional put, so the dedup
@@ -114,7 +121,12 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	case cmd.Op == wire.OpDelete && exists:
 		b.Delete(key)
 		m.maintainIndex(b, tok, cmd, oldTerms, true, true)
-		res.Version = curVersion
+		if history {
+			m.recordEvent(rd, index, &Event{Delete: true, Key: cmd.Key, PrevVersion: curVersion, PrevValue: curData})
+		}
+		// A delete's version is its own index: the revision at which
+		// the key stopped existing (the etcd API reports it).
+		res.Version = index
 		curVersion = 0
 	default:
 		res.Status = wire.StatusNotFound

@@ -23,6 +23,13 @@
 // entries of its terms — which storage can rebuild from the data alone
 // (index.go, docs/indexes.md).
 //
+// History. A replica also keeps its shard's recent changes (history.go):
+// each put, and each delete of an existing key, writes an event with the
+// value it replaced, in the same batch; the events of the last
+// HistoryRetention log indexes stay. The etcd API's watches read them
+// (Events), so a watch resumes from any revision still held, on any
+// replica. A delete's version is its own log index.
+//
 // Deduplication. A write's record holds its request id, the fingerprint
 // of its command (operation, condition, version, key, value, index
 // terms) and its result. A retry — same id, same fingerprint — gets the recorded result

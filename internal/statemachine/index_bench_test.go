@@ -14,14 +14,18 @@ import (
 // every key before writing it).
 // go test -run - -bench ApplyPuts ./internal/statemachine
 func BenchmarkApplyPuts(b *testing.B) {
-	for _, terms := range []int{0, 2} {
-		b.Run(fmt.Sprintf("terms=%d", terms), func(b *testing.B) {
+	for _, c := range []struct {
+		terms   int
+		history int // HistoryRetention: -1 none, 0 the default
+	}{{0, -1}, {0, 0}, {2, 0}} {
+		terms := c.terms
+		b.Run(fmt.Sprintf("terms=%d/history=%v", terms, c.history == 0), func(b *testing.B) {
 			eng, err := storage.Open(b.TempDir(), storage.Options{CacheSize: 64 << 20})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer eng.Close()
-			m, err := Open(Config{ShardID: 1, Engine: eng, VersionCache: -1})
+			m, err := Open(Config{ShardID: 1, Engine: eng, VersionCache: -1, HistoryRetention: c.history})
 			if err != nil {
 				b.Fatal(err)
 			}

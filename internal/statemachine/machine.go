@@ -38,6 +38,11 @@ type Config struct {
 	// VersionCache: keys whose current version the machine keeps in
 	// memory, so writes to them skip a read. Default 4096; negative: none.
 	VersionCache int
+	// HistoryRetention: how many of the shard's latest log indexes keep
+	// their change events (history.go), which watches read. Default
+	// DefaultHistoryRetention; negative: no history (and no read of a
+	// key's current value before an unconditional put).
+	HistoryRetention int
 	// Logger for entries that do not decode. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -49,6 +54,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.VersionCache == 0 {
 		c.VersionCache = 4096
+	}
+	if c.HistoryRetention == 0 {
+		c.HistoryRetention = DefaultHistoryRetention
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -80,6 +88,7 @@ type Machine struct {
 	dedupFloor uint64
 	versions   versionCache
 	clock      clockState
+	hist       historyState
 	// rng is the token range the shard owns now: Config's until a split
 	// halves it (SetRange). Get reads it from any goroutine.
 	rng atomic.Pointer[tokenRange]
@@ -118,6 +127,7 @@ func Open(cfg Config) (*Machine, error) {
 	m := &Machine{cfg: cfg, id: cfg.ShardID}
 	m.rng.Store(&tokenRange{cfg.Start, cfg.End})
 	m.versions.max = cfg.VersionCache
+	m.hist.retention = uint64(max(cfg.HistoryRetention, 0))
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
 	}
@@ -243,6 +253,10 @@ type Round struct {
 	b       *applyBatch
 	waiting func(reqID []byte) bool
 	applied []Applied
+	// last is the highest index applied in the round; evIndex and evPos
+	// place the next history event (history.go).
+	last, evIndex uint64
+	evPos         uint32
 }
 
 // Begin starts a round. waiting tells whether this replica answers the
@@ -267,6 +281,7 @@ func (rd *Round) Set(k, v []byte) { rd.b.Set(k, v) }
 // skipped and logged: proposers only propose valid encodings, and skipping
 // is the same on every replica.
 func (m *Machine) ApplyEntry(rd *Round, index, term uint64, data []byte) {
+	rd.last = max(rd.last, index)
 	if len(data) == 0 {
 		return // a new leader's empty entry
 	}
@@ -292,6 +307,7 @@ func (m *Machine) ApplyEntry(rd *Round, index, term uint64, data []byte) {
 
 // Commit writes the round, with the shard clock, without fsync.
 func (m *Machine) Commit(rd *Round) error {
+	m.trimHistory(rd)
 	rd.b.Set(clockKey(m.id), m.clock.marshal())
 	return rd.b.commit()
 }

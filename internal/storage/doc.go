@@ -21,6 +21,17 @@
 //	0x04 user-key                     key order -> token(8) (derived)
 //	0x05 index 0x00 term' user-key    secondary index -> token(8) (derived)
 //	0x00 "meta/derived-pending/" range  a derived-index rebuild to finish
+//	0x06 shard(8)                     history floor: the highest log index
+//	                                  whose change events are gone
+//	0x06 shard(8) index(8) pos(4)     change event of the pos-th write of
+//	                                  the entry at index: kind, key, value,
+//	                                  the version and value it replaced
+//	                                  (internal/statemachine/history.go);
+//	                                  the last 20,000 log indexes are kept
+//	                                  by default; watches read them
+//
+// The 0x06 history is a shard's replicated state, like its data: written
+// in the apply batch of the writes it records, carried by snapshots.
 //
 // The 0x04 and 0x05 entries are derived from the data: written in the
 // apply batch with it, rebuilt from it after a snapshot's ingestion or a

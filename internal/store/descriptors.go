@@ -216,8 +216,8 @@ func (s *Store) removeLocal(d shard.Descriptor) error {
 	return s.destroy(d)
 }
 
-// destroy deletes a removed replica's data and shard-local state and
-// writes its tombstone, in one synced batch.
+// destroy deletes a removed replica's data, shard-local state and
+// history and writes its tombstone, in one synced batch.
 func (s *Store) destroy(d shard.Descriptor) error {
 	eng := s.cfg.Engine
 	b := eng.NewBatch()
@@ -225,6 +225,8 @@ func (s *Store) destroy(d shard.Descriptor) error {
 	b.DeleteRange(ds, de)
 	ls, le := storage.ShardLocalSpan(d.ID)
 	b.DeleteRange(ls, le)
+	hs, he := storage.HistorySpan(d.ID)
+	b.DeleteRange(hs, he)
 	b.Set(storage.TombstoneKey(d.ID), binary.BigEndian.AppendUint64(nil, d.Epoch))
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("store: delete removed replica of shard %d: %w", d.ID, err)

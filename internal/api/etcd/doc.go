@@ -19,8 +19,13 @@
 //     version it read (Cairn's If-Match), retrying from the read when
 //     another write came first; so it is atomic. Other Txns answer
 //     FailedPrecondition naming the limitation.
-//   - Leases and Watch answer Unimplemented for now; so do the
-//     maintenance calls Cairn has no counterpart for.
+//   - Watch reads the shards' change histories (internal/statemachine
+//     history.go) from this node's replicas: watch.go.
+//   - Leases are records in Cairn's reserved key space, expired by the
+//     leader of their shard on its replicated shard clock:
+//     lease*.go.
+//   - Auth and the maintenance calls Cairn has no counterpart for answer
+//     Unimplemented.
 //
 // Dependencies: the coordinator (internal/kv) through the Backend
 // interface, gRPC and etcd's API module; never a node's internals.

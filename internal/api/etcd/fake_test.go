@@ -3,8 +3,10 @@ package etcdapi
 import (
 	"context"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/kv"
 )
@@ -20,9 +22,72 @@ type fakeBackend struct {
 	writes      int
 	lists       int
 	beforeWrite func(f *fakeBackend)
+	// history: every change, in order (one shard, id 1); floor: the
+	// index at and below which it is gone; changed: closed at a write.
+	history []kv.Event
+	floor   uint64
+	changed chan struct{}
+	// clock is the shard clock (one shard, led here); stamps counts
+	// StampClock calls.
+	clock  time.Duration
+	stamps int
 }
 
-func newFake() *fakeBackend { return &fakeBackend{data: map[string]kv.Value{}} }
+func newFake() *fakeBackend {
+	return &fakeBackend{data: map[string]kv.Value{}, changed: make(chan struct{})}
+}
+
+// record adds the change at f.index of key to the history (f.mu held).
+func (f *fakeBackend) record(key, value []byte, del bool) {
+	prev, had := f.data[string(key)]
+	e := kv.Event{Index: f.index, Delete: del, Key: append([]byte(nil), key...)}
+	if !del {
+		e.Value = append([]byte(nil), value...)
+	}
+	if had {
+		e.PrevVersion, e.PrevValue = prev.Version, prev.Data
+	}
+	f.history = append(f.history, e)
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeBackend) WatchShards(key, end []byte) []uint64 { return []uint64{1} }
+
+func (f *fakeBackend) ShardEvents(id, from uint64, maxBytes int) (kv.HistoryPage, <-chan struct{}, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if from <= f.floor {
+		return kv.HistoryPage{}, nil, &kv.CompactedError{Floor: f.floor}
+	}
+	p := kv.HistoryPage{Next: max(from, f.index+1), Floor: f.floor}
+	for _, e := range f.history {
+		if e.Index >= from {
+			p.Events = append(p.Events, e)
+		}
+	}
+	return p, f.changed, nil
+}
+
+func (f *fakeBackend) ShardClock(uint64) (time.Duration, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.clock, true
+}
+
+func (f *fakeBackend) LeaderClock(id uint64) (time.Duration, bool) { return f.ShardClock(id) }
+
+func (f *fakeBackend) StampClock(uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.stamps++
+}
+
+func (f *fakeBackend) ShardRevision(context.Context, uint64) (uint64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.index, nil
+}
 
 func (f *fakeBackend) Get(_ context.Context, key []byte, _ kv.ReadOptions) (kv.Value, error) {
 	f.mu.Lock()
@@ -46,6 +111,7 @@ func (f *fakeBackend) set(key, value string) uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.index++
+	f.record([]byte(key), []byte(value), false)
 	f.data[key] = kv.Value{Data: []byte(value), Version: f.index}
 	return f.index
 }
@@ -75,6 +141,7 @@ func (f *fakeBackend) Put(_ context.Context, key, value []byte, opts kv.WriteOpt
 	_, existed := f.data[string(key)]
 	f.index++
 	f.writes++
+	f.record(key, value, false)
 	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index}
 	return f.index, !existed, nil
 }
@@ -91,6 +158,7 @@ func (f *fakeBackend) Delete(_ context.Context, key []byte, opts kv.WriteOptions
 	}
 	f.index++
 	f.writes++
+	f.record(key, nil, true)
 	delete(f.data, string(key))
 	return f.index, nil
 }
@@ -102,7 +170,7 @@ func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, er
 	defer f.mu.Unlock()
 	var keys []string
 	for k := range f.data {
-		if k >= string(o.Start) && (o.End == nil || k < string(o.End)) && (o.After == nil || k > string(o.After)) {
+		if k >= string(o.Start) && (o.End == nil || k < string(o.End)) && (o.After == nil || k > string(o.After)) && strings.HasPrefix(k, string(o.Prefix)) {
 			keys = append(keys, k)
 		}
 	}

@@ -118,14 +118,42 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if err := s.checkKey(r.Key); err != nil {
 		return nil, err
 	}
-	if r.Lease != 0 {
-		return nil, notSupported("leases are not served yet")
-	}
 	if len(r.Value) > s.cfg.MaxValueSize {
 		return nil, rpctypes.ErrGRPCRequestTooLarge
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
+	if r.Lease != 0 {
+		return s.putWithLease(ctx, r)
+	}
+	return s.put(ctx, r)
+}
+
+// putWithLease writes a key attached to a lease: the lease's record
+// names the key first (at version 0: the put in flight), then the put,
+// then the record takes the put's version. So a lease that expires at
+// any point deletes the key, unless rewritten since; a lease gone before
+// the last step gets the key deleted again and answers LeaseNotFound.
+func (s *Server) putWithLease(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
+	if err := s.attach(ctx, r.Lease, r.Key, 0); err != nil {
+		return nil, err
+	}
+	resp, err := s.put(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	ver := uint64(resp.Header.Revision)
+	if err := s.attach(ctx, r.Lease, r.Key, ver); err != nil {
+		if errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
+			_, _ = s.b.Delete(ctx, r.Key, kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// put is Put of a checked request.
+func (s *Server) put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
 	if !r.PrevKv && !r.IgnoreValue {
 		ver, _, err := s.b.Put(ctx, r.Key, r.Value, kv.WriteOptions{})
 		if err != nil {

@@ -82,7 +82,6 @@ func TestBadRequests(t *testing.T) {
 			_, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: make([]byte, 9<<20)})
 			return err
 		},
-		"lease":          func() error { _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Lease: 5}); return err },
 		"past revision":  func() error { _, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Revision: 3}); return err },
 		"negative limit": func() error { _, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Limit: -1}); return err },
 		"empty range key": func() error {
@@ -99,7 +98,7 @@ func TestBadRequests(t *testing.T) {
 	if f.writes != 0 {
 		t.Fatalf("bad requests wrote %d times", f.writes)
 	}
-	_, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Lease: 5})
+	_, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("k"), Revision: 3})
 	if !strings.Contains(status.Convert(err).Message(), "docs/etcd-api.md") {
 		t.Fatalf("a limitation's error should point to the docs: %v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"sync"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -26,6 +27,15 @@ type Backend interface {
 	List(ctx context.Context, opts kv.ListOptions) (kv.ListPage, error)
 	Status() kv.NodeStatus
 	Cluster(ctx context.Context) kv.ClusterInfo
+	// The shards' histories, which watches read (internal/kv/watch.go).
+	WatchShards(key, end []byte) []uint64
+	ShardEvents(id, from uint64, maxBytes int) (kv.HistoryPage, <-chan struct{}, error)
+	ShardRevision(ctx context.Context, id uint64) (uint64, error)
+	// The shards' replicated clocks, which lease expiry runs on
+	// (lease_expiry.go).
+	ShardClock(id uint64) (time.Duration, bool)
+	LeaderClock(id uint64) (time.Duration, bool)
+	StampClock(id uint64)
 }
 
 // Config configures the etcd API server. New fills its defaults
@@ -45,6 +55,9 @@ type Config struct {
 	// client URL in MemberList (cairn serve's default --etcd-addr is the
 	// HTTP port + 100). Default 100.
 	EtcdPortOffset int
+	// ProgressInterval: how often a watch created with progress_notify
+	// gets a progress notification. Default 10 minutes, as etcd's.
+	ProgressInterval time.Duration
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// TLS, when set, makes the API speak gRPC over TLS only (the client
@@ -67,6 +80,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.EtcdPortOffset == 0 {
 		c.EtcdPortOffset = 100
 	}
+	if c.ProgressInterval == 0 {
+		c.ProgressInterval = 10 * time.Minute
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -86,6 +102,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: MaxKeySize %d and MaxValueSize %d: want at least 1", ErrInvalidConfig, c.MaxKeySize, c.MaxValueSize)
 	case c.RequestTimeout <= 0:
 		return fmt.Errorf("%w: RequestTimeout %v: want more than 0", ErrInvalidConfig, c.RequestTimeout)
+	case c.ProgressInterval <= 0:
+		return fmt.Errorf("%w: ProgressInterval %v: want more than 0", ErrInvalidConfig, c.ProgressInterval)
 	}
 	return nil
 }
@@ -95,6 +113,13 @@ type Server struct {
 	b   Backend
 	cfg Config
 	g   *grpc.Server
+	// done is closed by Stop: watch streams end (Unavailable) rather
+	// than hold the graceful stop.
+	done     chan struct{}
+	stopOnce sync.Once
+	// loops: the lease expiry loop (started by Serve).
+	loops     sync.WaitGroup
+	startOnce sync.Once
 }
 
 // New returns a Server over b; Serve starts it.
@@ -103,7 +128,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{b: b, cfg: cfg}
+	s := &Server{b: b, cfg: cfg, done: make(chan struct{})}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxKeySize + cfg.MaxValueSize + 64<<10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
@@ -115,14 +140,21 @@ func New(b Backend, cfg Config) (*Server, error) {
 	pb.RegisterKVServer(s.g, &kvServer{s: s})
 	pb.RegisterClusterServer(s.g, &clusterServer{s: s})
 	pb.RegisterMaintenanceServer(s.g, &maintenanceServer{s: s})
-	pb.RegisterLeaseServer(s.g, &pb.UnimplementedLeaseServer{})
-	pb.RegisterWatchServer(s.g, &pb.UnimplementedWatchServer{})
+	pb.RegisterLeaseServer(s.g, &leaseServer{s: s})
+	pb.RegisterWatchServer(s.g, &watchServer{s: s})
 	pb.RegisterAuthServer(s.g, &pb.UnimplementedAuthServer{})
 	return s, nil
 }
 
 // Serve serves on lis until Stop; it returns nil after Stop.
 func (s *Server) Serve(lis net.Listener) error {
+	s.startOnce.Do(func() {
+		s.loops.Add(1)
+		go func() {
+			defer s.loops.Done()
+			s.expireLoop()
+		}()
+	})
 	err := s.g.Serve(lis)
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
@@ -133,6 +165,7 @@ func (s *Server) Serve(lis net.Listener) error {
 // Stop ends every call: it waits up to grace for calls in flight, then
 // cuts them.
 func (s *Server) Stop(grace time.Duration) {
+	s.stopOnce.Do(func() { close(s.done) })
 	done := make(chan struct{})
 	go func() { s.g.GracefulStop(); close(done) }()
 	select {
@@ -140,6 +173,7 @@ func (s *Server) Stop(grace time.Duration) {
 	case <-time.After(grace):
 		s.g.Stop()
 	}
+	s.loops.Wait()
 }
 
 // header is the response header of a call that saw revision rev.

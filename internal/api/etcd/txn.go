@@ -89,7 +89,7 @@ func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 				}
 			case *pb.RequestOp_RequestPut:
 				if o.RequestPut.Lease != 0 {
-					return nil, notSupported("leases are not served yet")
+					return nil, notSupported("a put with a lease inside a Txn is not served (use Put)")
 				}
 				if len(o.RequestPut.Value) > s.cfg.MaxValueSize {
 					return nil, rpctypes.ErrGRPCRequestTooLarge

@@ -1,0 +1,190 @@
+package etcdapi
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// Leases are records in Cairn's reserved key space (keys beginning with
+// 0x00, which no etcd call lists or writes): leasePrefix + id. A record's
+// shard is the lease's owner: its leader decides expiry (lease_expiry.go).
+// Every change of a record is a conditional write on its version, so a
+// revoke, an expiry, a renewal and an attachment never overwrite each
+// other.
+var leasePrefix = []byte("\x00etcd-lease/")
+
+// maxLeaseKeys bounds the keys attached to one lease (its record holds
+// them).
+const maxLeaseKeys = 10000
+
+func leaseKey(id int64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), leasePrefix...), uint64(id))
+}
+
+// leaseRecord is a lease's state.
+type leaseRecord struct {
+	TTL int64 // seconds
+	// Renewals counts keepalives: the owner's leader restarts a lease's
+	// countdown when it sees it change.
+	Renewals uint64
+	// RenewedAt is the owner shard's clock as the renewing node's replica
+	// had applied it (0: unknown), for TimeToLive's estimate only.
+	RenewedAt time.Duration
+	Keys      []leaseKeyRef
+}
+
+// leaseKeyRef is a key attached to a lease, at the version its put with
+// the lease wrote (0 while the put is in flight: expiry then deletes the
+// key whatever its version). A key rewritten since is not deleted.
+type leaseKeyRef struct {
+	Key     []byte
+	Version uint64
+}
+
+func (r *leaseRecord) encode() []byte {
+	b := binary.AppendUvarint(nil, uint64(r.TTL))
+	b = binary.AppendUvarint(b, r.Renewals)
+	b = binary.AppendUvarint(b, uint64(r.RenewedAt))
+	b = binary.AppendUvarint(b, uint64(len(r.Keys)))
+	for _, k := range r.Keys {
+		b = binary.AppendUvarint(b, uint64(len(k.Key)))
+		b = append(b, k.Key...)
+		b = binary.AppendUvarint(b, k.Version)
+	}
+	return b
+}
+
+var errBadLease = errors.New("etcdapi: corrupt lease record")
+
+func decodeLease(b []byte) (leaseRecord, error) {
+	var r leaseRecord
+	next := func() uint64 {
+		v, n := binary.Uvarint(b)
+		if n <= 0 {
+			b = nil
+			return 0
+		}
+		b = b[n:]
+		return v
+	}
+	r.TTL = int64(next())
+	r.Renewals = next()
+	r.RenewedAt = time.Duration(next())
+	n := next()
+	if b == nil || n > maxLeaseKeys {
+		return r, errBadLease
+	}
+	for range n {
+		l := next()
+		if b == nil || uint64(len(b)) < l {
+			return r, errBadLease
+		}
+		k := append([]byte(nil), b[:l]...)
+		b = b[l:]
+		v := next()
+		if b == nil {
+			return r, errBadLease
+		}
+		r.Keys = append(r.Keys, leaseKeyRef{Key: k, Version: v})
+	}
+	return r, nil
+}
+
+// readLease reads lease id linearizably; ok is false when it does not
+// exist.
+func (s *Server) readLease(ctx context.Context, id int64) (rec leaseRecord, version uint64, ok bool, err error) {
+	v, ok, err := s.current(ctx, leaseKey(id))
+	if err != nil || !ok {
+		return leaseRecord{}, 0, false, err
+	}
+	rec, err = decodeLease(v.Data)
+	if err != nil {
+		return leaseRecord{}, 0, false, status.Error(codes.Internal, fmt.Sprintf("cairn: lease %d: %v", id, err))
+	}
+	return rec, v.Version, true, nil
+}
+
+// updateLease applies f to lease id's record and writes it on condition
+// that nobody wrote it in between, reading again when someone did.
+// ErrGRPCLeaseNotFound when the lease does not exist (any more).
+func (s *Server) updateLease(ctx context.Context, id int64, f func(*leaseRecord) error) (leaseRecord, error) {
+	for range maxCASAttempts {
+		rec, ver, ok, err := s.readLease(ctx, id)
+		switch {
+		case err != nil:
+			return rec, grpcError(err)
+		case !ok:
+			return rec, rpctypes.ErrGRPCLeaseNotFound
+		}
+		if err := f(&rec); err != nil {
+			return rec, err
+		}
+		_, _, err = s.b.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+		if errors.Is(err, kv.ErrPreconditionFailed) {
+			continue
+		}
+		return rec, grpcError(err)
+	}
+	return leaseRecord{}, contended(leaseKey(id))
+}
+
+// attach records key at version (0: a put in flight) under lease id.
+func (s *Server) attach(ctx context.Context, id int64, key []byte, version uint64) error {
+	_, err := s.updateLease(ctx, id, func(r *leaseRecord) error {
+		for i := range r.Keys {
+			if string(r.Keys[i].Key) == string(key) {
+				r.Keys[i].Version = version
+				return nil
+			}
+		}
+		if len(r.Keys) >= maxLeaseKeys {
+			return status.Errorf(codes.ResourceExhausted, "cairn: lease %d holds %d keys, the most one lease can", id, maxLeaseKeys)
+		}
+		r.Keys = append(r.Keys, leaseKeyRef{Key: append([]byte(nil), key...), Version: version})
+		return nil
+	})
+	return err
+}
+
+// revoke deletes lease id's keys, then its record, on condition that it
+// was not renewed since: with renewals >= 0, only while its Renewals is
+// still that (an expiry); with -1, whatever it is (a revoke). It reports
+// whether it deleted the lease.
+func (s *Server) revoke(ctx context.Context, id int64, renewals int64) (bool, error) {
+	for range maxCASAttempts {
+		rec, ver, ok, err := s.readLease(ctx, id)
+		if err != nil || !ok || (renewals >= 0 && rec.Renewals != uint64(renewals)) {
+			return false, err
+		}
+		// The keys first: were the node to stop half-way, the record is
+		// still there and the next expiry (or revoke) finishes the job.
+		for _, k := range rec.Keys {
+			opts := kv.WriteOptions{}
+			if k.Version != 0 {
+				opts = kv.WriteOptions{Cond: kv.CondIfMatch, Version: k.Version}
+			}
+			_, err := s.b.Delete(ctx, k.Key, opts)
+			if err != nil && !errors.Is(err, kv.ErrNotFound) && !errors.Is(err, kv.ErrPreconditionFailed) {
+				return false, err
+			}
+		}
+		_, err = s.b.Delete(ctx, leaseKey(id), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+		switch {
+		case errors.Is(err, kv.ErrPreconditionFailed):
+			continue // a key was attached, or the lease renewed: again
+		case errors.Is(err, kv.ErrNotFound):
+			return false, nil
+		}
+		return err == nil, err
+	}
+	return false, contended(leaseKey(id))
+}

@@ -1,0 +1,380 @@
+package etcdapi
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// Watch serves etcd's watch streams from the shards' histories on this
+// node (see docs/etcd-api.md). A watcher reads each shard it covers from
+// this node's replica of it, in log order: one shard for a single key,
+// every shard for a range, their streams merged as they come. Revisions
+// are the shards' log indexes, so a single-key watch resumed from the
+// last revision seen + 1 gets exactly the events after it, on any node.
+//
+// Threads: the handler serves the stream's requests, which one goroutine
+// reads (it ends when the handler returns); one per shard of each watcher
+// reads that shard's history and sends its events, one per watcher with
+// progress_notify ticks: those end with the stream (or the watcher's
+// cancellation), and the handler waits for them. Sends are serialised by
+// the stream's mutex.
+
+// watchPageBytes bounds the keys and values of one watch response (a
+// log entry's events are never split, so one may be larger).
+const watchPageBytes = 1 << 20
+
+// maxWatchersPerStream bounds the watchers of one stream.
+const maxWatchersPerStream = 1024
+
+type watchServer struct {
+	pb.UnimplementedWatchServer
+	s *Server
+}
+
+// watchStream is one client stream and its watchers.
+type watchStream struct {
+	s      *Server
+	stream pb.Watch_WatchServer
+	ctx    context.Context
+	fail   context.CancelCauseFunc // ends the stream with an error
+	wg     sync.WaitGroup
+
+	sendMu sync.Mutex
+	mu     struct {
+		sync.Mutex
+		watchers map[int64]*watcher
+		nextID   int64
+	}
+}
+
+// watcher is one watch of a stream.
+type watcher struct {
+	id                      int64
+	key, end                []byte // end nil: key alone; "\x00": every key from key on
+	prevKV, noPut, noDelete bool
+	progress                bool
+	ctx                     context.Context
+	cancel                  context.CancelFunc
+	wg                      sync.WaitGroup
+	shards                  []uint64
+	mu                      sync.Mutex
+	rev                     map[uint64]uint64 // shard -> every event up to it has been sent
+	compacted               bool
+}
+
+func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
+	ctx, fail := context.WithCancelCause(stream.Context())
+	ws := &watchStream{s: w.s, stream: stream, ctx: ctx, fail: fail}
+	ws.mu.watchers = map[int64]*watcher{}
+	defer ws.wg.Wait()
+	defer fail(nil)
+	reqs := make(chan *pb.WatchRequest)
+	// The reader is not waited for: Recv returns once the handler has
+	// returned (gRPC then ends the stream), and the reader with it.
+	go func() {
+		for {
+			r, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				err = errEOF
+			}
+			if err != nil {
+				fail(err)
+				return
+			}
+			select {
+			case reqs <- r:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case r := <-reqs:
+			ws.handle(r)
+		case <-w.s.done:
+			fail(status.Error(codes.Unavailable, "cairn: node stopping"))
+		case <-ctx.Done():
+			err := context.Cause(ctx)
+			if errors.Is(err, context.Canceled) || errors.Is(err, errEOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// errEOF stands for a stream its client closed.
+var errEOF = errors.New("etcdapi: watch stream closed by the client")
+
+func (ws *watchStream) handle(r *pb.WatchRequest) {
+	switch u := r.RequestUnion.(type) {
+	case *pb.WatchRequest_CreateRequest:
+		ws.create(u.CreateRequest)
+	case *pb.WatchRequest_CancelRequest:
+		ws.cancelWatch(u.CancelRequest.WatchId)
+	case *pb.WatchRequest_ProgressRequest:
+		ws.mu.Lock()
+		all := make([]*watcher, 0, len(ws.mu.watchers))
+		for _, w := range ws.mu.watchers {
+			all = append(all, w)
+		}
+		ws.mu.Unlock()
+		for _, w := range all {
+			ws.sendProgress(w)
+		}
+	}
+}
+
+// send sends r; a failure ends the stream.
+func (ws *watchStream) send(r *pb.WatchResponse) bool {
+	ws.sendMu.Lock()
+	defer ws.sendMu.Unlock()
+	if ws.ctx.Err() != nil {
+		return false
+	}
+	if err := ws.stream.Send(r); err != nil {
+		ws.fail(err)
+		return false
+	}
+	return true
+}
+
+// refuse answers a create request that cannot be served: created and
+// canceled at once, with the reason (what etcd answers).
+func (ws *watchStream) refuse(reason string) {
+	ws.send(&pb.WatchResponse{Header: ws.s.header(0), WatchId: -1, Created: true, Canceled: true, CancelReason: reason})
+}
+
+func (ws *watchStream) create(cr *pb.WatchCreateRequest) {
+	s := ws.s
+	w := &watcher{key: cr.Key, prevKV: cr.PrevKv, progress: cr.ProgressNotify, rev: map[uint64]uint64{}}
+	switch {
+	case len(cr.Key) == 0:
+		ws.refuse("etcdserver: key is not provided")
+		return
+	case cr.StartRevision < 0:
+		ws.refuse("cairn: negative start revision")
+		return
+	case len(cr.RangeEnd) == 0 && cr.Key[0] == 0:
+		ws.refuse("cairn: keys beginning with byte 0x00 are reserved")
+		return
+	case len(cr.RangeEnd) > 0:
+		w.end = cr.RangeEnd
+	}
+	for _, f := range cr.Filters {
+		w.noPut = w.noPut || f == pb.WatchCreateRequest_NOPUT
+		w.noDelete = w.noDelete || f == pb.WatchCreateRequest_NODELETE
+	}
+	w.shards = s.b.WatchShards(w.key, w.end)
+	// Where each shard's stream starts: the given revision, or the
+	// shard's current one (a read index, so nothing acknowledged before
+	// the watch was created is reported as new).
+	start := map[uint64]uint64{}
+	headerRev := uint64(0)
+	for i, id := range w.shards {
+		from := uint64(cr.StartRevision)
+		if from == 0 {
+			ctx, cancel := s.withDeadline(ws.ctx)
+			now, err := s.b.ShardRevision(ctx, id)
+			cancel()
+			if err != nil {
+				ws.refuse(grpcError(err).Error())
+				return
+			}
+			from = now + 1
+		}
+		start[id] = from
+		w.rev[id] = from - 1
+		if i == 0 || from-1 < headerRev {
+			headerRev = from - 1
+		}
+	}
+	ws.mu.Lock()
+	if len(ws.mu.watchers) >= maxWatchersPerStream {
+		ws.mu.Unlock()
+		ws.refuse(fmt.Sprintf("cairn: more than %d watchers on one stream", maxWatchersPerStream))
+		return
+	}
+	w.id = cr.WatchId
+	if w.id == 0 {
+		for ws.mu.watchers[ws.mu.nextID] != nil {
+			ws.mu.nextID++
+		}
+		w.id = ws.mu.nextID
+		ws.mu.nextID++
+	} else if ws.mu.watchers[w.id] != nil {
+		ws.mu.Unlock()
+		ws.refuse("etcdserver: duplicated watch ID")
+		return
+	}
+	ws.mu.watchers[w.id] = w
+	ws.mu.Unlock()
+	w.ctx, w.cancel = context.WithCancel(ws.ctx)
+	if !ws.send(&pb.WatchResponse{Header: s.header(headerRev), WatchId: w.id, Created: true}) {
+		return
+	}
+	for _, id := range w.shards {
+		ws.start(w, func() { ws.pump(w, id, start[id]) })
+	}
+	if w.progress {
+		ws.start(w, func() { ws.tick(w) })
+	}
+}
+
+// start runs f for watcher w under both w's and the stream's WaitGroups.
+func (ws *watchStream) start(w *watcher, f func()) {
+	ws.wg.Add(1)
+	w.wg.Add(1)
+	go func() {
+		defer ws.wg.Done()
+		defer w.wg.Done()
+		f()
+	}()
+}
+
+func (ws *watchStream) cancelWatch(id int64) {
+	ws.mu.Lock()
+	w := ws.mu.watchers[id]
+	delete(ws.mu.watchers, id)
+	ws.mu.Unlock()
+	if w == nil {
+		return // etcd answers nothing for an unknown id
+	}
+	w.cancel()
+	w.wg.Wait() // no event of w after the answer
+	ws.send(&pb.WatchResponse{Header: ws.s.header(w.progressRev()), WatchId: id, Canceled: true})
+}
+
+// progressRev is the revision up to which w has sent every event: for one
+// shard, that shard's; for several, the lowest (a client that resumes
+// from it gets events again rather than miss one).
+func (w *watcher) progressRev() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var rev uint64
+	for i, id := range w.shards {
+		if r := w.rev[id]; i == 0 || r < rev {
+			rev = r
+		}
+	}
+	return rev
+}
+
+func (ws *watchStream) sendProgress(w *watcher) {
+	if rev := w.progressRev(); rev > 0 && w.ctx.Err() == nil {
+		ws.send(&pb.WatchResponse{Header: ws.s.header(rev), WatchId: w.id})
+	}
+}
+
+// tick sends w's progress every ProgressInterval.
+func (ws *watchStream) tick(w *watcher) {
+	t := time.NewTicker(ws.s.cfg.ProgressInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			ws.sendProgress(w)
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// matches reports whether w reports a change of key.
+func (w *watcher) matches(key []byte, del bool) bool {
+	if len(key) == 0 || key[0] == 0 || (del && w.noDelete) || (!del && w.noPut) {
+		return false // keys beginning with 0x00 are Cairn's own
+	}
+	if w.end == nil {
+		return bytes.Equal(key, w.key)
+	}
+	return bytes.Compare(key, w.key) >= 0 && (bytes.Equal(w.end, []byte{0}) || bytes.Compare(key, w.end) < 0)
+}
+
+// event is the etcd form of a change (see the package doc for what
+// create_revision and version report).
+func (w *watcher) event(e *kv.Event) *mvccpb.Event {
+	out := &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: e.Key, Value: e.Value,
+		ModRevision: int64(e.Index), CreateRevision: int64(e.Index), Version: 1}}
+	if e.Delete {
+		out.Type = mvccpb.DELETE
+		out.Kv = &mvccpb.KeyValue{Key: e.Key, ModRevision: int64(e.Index)}
+	}
+	if w.prevKV && e.PrevVersion > 0 {
+		out.PrevKv = &mvccpb.KeyValue{Key: e.Key, Value: e.PrevValue,
+			ModRevision: int64(e.PrevVersion), CreateRevision: int64(e.PrevVersion), Version: 1}
+	}
+	return out
+}
+
+// pump sends w's events of shard id from index from on, as this node's
+// replica applies them, until w or the stream ends.
+func (ws *watchStream) pump(w *watcher, id, from uint64) {
+	for {
+		page, changed, err := ws.s.b.ShardEvents(id, from, watchPageBytes)
+		var ce *kv.CompactedError
+		switch {
+		case errors.As(err, &ce):
+			ws.compacted(w, ce.Floor+1)
+			return
+		case err != nil:
+			// This node cannot serve the shard any more (its replica was
+			// moved away, or it is stopping): end the stream, and the
+			// client resumes its watches elsewhere.
+			ws.fail(status.Error(codes.Unavailable, "cairn: "+err.Error()))
+			return
+		}
+		var evs []*mvccpb.Event
+		for i := range page.Events {
+			if e := &page.Events[i]; w.matches(e.Key, e.Delete) {
+				evs = append(evs, w.event(e))
+			}
+		}
+		if len(evs) > 0 && !ws.send(&pb.WatchResponse{Header: ws.s.header(page.Next - 1), WatchId: w.id, Events: evs}) {
+			return
+		}
+		w.mu.Lock()
+		w.rev[id] = max(w.rev[id], page.Next-1)
+		w.mu.Unlock()
+		if page.Next > from {
+			from = page.Next
+			continue // there may be more: read again before waiting
+		}
+		select {
+		case <-changed:
+		case <-time.After(time.Second): // the replica may have gone
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// compacted ends w: its start is older than a shard's history keeps.
+// compactRev is the oldest revision that shard can still serve.
+func (ws *watchStream) compacted(w *watcher, compactRev uint64) {
+	w.mu.Lock()
+	first := !w.compacted
+	w.compacted = true
+	w.mu.Unlock()
+	if !first {
+		return
+	}
+	ws.mu.Lock()
+	delete(ws.mu.watchers, w.id)
+	ws.mu.Unlock()
+	w.cancel()
+	ws.send(&pb.WatchResponse{Header: ws.s.header(compactRev - 1), WatchId: w.id, Canceled: true, CompactRevision: int64(compactRev)})
+}

@@ -1,0 +1,205 @@
+package etcdapi
+
+import (
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/cairn-db/cairn/internal/kv"
+)
+
+// watchClient serves s on a loopback port and opens a watch stream to it.
+func watchClient(t *testing.T, s *Server) pb.Watch_WatchClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Serve(lis)
+	t.Cleanup(func() { s.Stop(time.Second) })
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	st, err := pb.NewWatchClient(conn).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// recv reads the stream's next response, failing after ten seconds.
+func recv(t *testing.T, st pb.Watch_WatchClient) *pb.WatchResponse {
+	t.Helper()
+	type res struct {
+		r   *pb.WatchResponse
+		err error
+	}
+	ch := make(chan res, 1)
+	go func() { r, err := st.Recv(); ch <- res{r, err} }()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("recv: %v", r.err)
+		}
+		return r.r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no watch response within 10 s")
+	}
+	return nil
+}
+
+func create(t *testing.T, st pb.Watch_WatchClient, cr *pb.WatchCreateRequest) *pb.WatchResponse {
+	t.Helper()
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: cr}}); err != nil {
+		t.Fatal(err)
+	}
+	return recv(t, st)
+}
+
+// evs describes a response's events: "PUT a=1@3 prev 1@2".
+func evs(r *pb.WatchResponse) string {
+	var out []string
+	for _, e := range r.Events {
+		s := fmt.Sprintf("%s %s=%s@%d", e.Type, e.Kv.Key, e.Kv.Value, e.Kv.ModRevision)
+		if e.PrevKv != nil {
+			s += fmt.Sprintf(" prev %s@%d", e.PrevKv.Value, e.PrevKv.ModRevision)
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
+}
+
+func TestWatchEventsProgressCancel(t *testing.T) {
+	s, f := newTestServer(t)
+	f.set("a", "0") // 1: before the watch, not reported
+	st := watchClient(t, s)
+	c := create(t, st, &pb.WatchCreateRequest{Key: []byte("a"), PrevKv: true})
+	if !c.Created || c.Canceled || c.Header.Revision != 1 {
+		t.Fatalf("create: %v", c)
+	}
+	f.set("a", "1")                      // 2
+	f.set("b", "x")                      // 3: another key
+	f.set("a", "2")                      // 4
+	f.Delete(ctx, []byte("a"), kvOpts()) // 5
+	var got []string
+	for len(got) < 3 {
+		r := recv(t, st)
+		if r.WatchId != c.WatchId || len(r.Events) == 0 {
+			t.Fatalf("event response %v", r)
+		}
+		for _, e := range strings.Split(evs(r), ", ") {
+			got = append(got, e)
+		}
+	}
+	want := "PUT a=1@2 prev 0@1|PUT a=2@4 prev 1@2|DELETE a=@5 prev 2@4"
+	if strings.Join(got, "|") != want {
+		t.Fatalf("events %q, want %q", strings.Join(got, "|"), want)
+	}
+	// A progress request answers where the watch stands.
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if p := recv(t, st); p.WatchId != c.WatchId || len(p.Events) != 0 || p.Header.Revision != 5 {
+		t.Fatalf("progress: %v, want revision 5", p)
+	}
+	// Cancel: the answer, then nothing more of that watch.
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{WatchId: c.WatchId}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, st); !r.Canceled || r.WatchId != c.WatchId {
+		t.Fatalf("cancel: %v", r)
+	}
+	f.set("a", "3")
+	// A second watch on the stream, resuming from revision 4: exactly
+	// the events from it on, with NODELETE filtering the delete.
+	c2 := create(t, st, &pb.WatchCreateRequest{Key: []byte("a"), StartRevision: 4, Filters: []pb.WatchCreateRequest_FilterType{pb.WatchCreateRequest_NODELETE}})
+	if !c2.Created || c2.WatchId == c.WatchId {
+		t.Fatalf("second create: %v", c2)
+	}
+	if r := recv(t, st); r.WatchId != c2.WatchId || evs(r) != "PUT a=2@4, PUT a=3@6" {
+		t.Fatalf("resumed events: %q (%v)", evs(r), r)
+	}
+}
+
+func kvOpts() kv.WriteOptions { return kv.WriteOptions{} }
+
+func TestWatchRangeCompactedRefused(t *testing.T) {
+	s, f := newTestServer(t)
+	st := watchClient(t, s)
+	c := create(t, st, &pb.WatchCreateRequest{Key: []byte("p/"), RangeEnd: []byte("p0"), StartRevision: 1})
+	if !c.Created {
+		t.Fatalf("create: %v", c)
+	}
+	f.set("p/1", "a")
+	f.set("q", "b")
+	f.set("p/2", "c")
+	var got []string
+	for len(got) < 2 {
+		r := recv(t, st)
+		for _, e := range r.Events {
+			if e.Type != mvccpb.PUT {
+				t.Fatalf("event %v", e)
+			}
+			got = append(got, string(e.Kv.Key))
+		}
+	}
+	if strings.Join(got, ",") != "p/1,p/2" {
+		t.Fatalf("range events %v, want p/1,p/2", got)
+	}
+	// A start at or below the floor: created, then canceled as
+	// compacted, naming the oldest revision still served.
+	f.mu.Lock()
+	f.floor = 2
+	f.mu.Unlock()
+	c2 := create(t, st, &pb.WatchCreateRequest{Key: []byte("p/1"), StartRevision: 2})
+	if !c2.Created {
+		t.Fatalf("create below the floor: %v", c2)
+	}
+	if r := recv(t, st); r.WatchId != c2.WatchId || !r.Canceled || r.CompactRevision != 3 {
+		t.Fatalf("compacted: %v, want canceled with compact revision 3", r)
+	}
+	// Bad requests are created and canceled at once, with a reason.
+	for _, cr := range []*pb.WatchCreateRequest{{}, {Key: []byte{0, 1}}, {Key: []byte("k"), StartRevision: -1}} {
+		if r := create(t, st, cr); !r.Created || !r.Canceled || r.WatchId != -1 || r.CancelReason == "" {
+			t.Fatalf("create %v: %v, want refused", cr, r)
+		}
+	}
+}
+
+func TestWatchStreamEndsWithTheNode(t *testing.T) {
+	s, _ := newTestServer(t)
+	st := watchClient(t, s)
+	if c := create(t, st, &pb.WatchCreateRequest{Key: []byte("a")}); !c.Created {
+		t.Fatalf("create: %v", c)
+	}
+	stopped := make(chan struct{})
+	go func() { s.Stop(time.Minute); close(stopped) }()
+	errc := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := st.Recv(); err != nil {
+				errc <- err
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-errc:
+		if code(err) != codes.Unavailable {
+			t.Fatalf("stream of a stopping node: %v, want Unavailable", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("an open watch holds the node's stop")
+	}
+	<-stopped
+}

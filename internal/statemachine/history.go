@@ -1,0 +1,177 @@
+package statemachine
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/cairn-db/cairn/internal/storage"
+)
+
+// DefaultHistoryRetention is Config.HistoryRetention's default.
+const DefaultHistoryRetention = 20000
+
+// The change history. Every write that changes the shard's data (a put,
+// or a delete of a key that exists) also writes, in the same apply batch,
+// an event under storage.HistoryKey(shard, index, pos): the key, the new
+// value (none for a delete), and the version and value the write
+// replaced. The previous value is why a replica that keeps history reads
+// a key's current value before every write. The events of the last
+// HistoryRetention log indexes are kept: when the applied index passes a
+// multiple of retention/16, the events at or below index - retention go
+// and the floor record moves up. The rule depends on the log alone, so
+// every replica keeps the same events; snapshots carry them (the history
+// is a span of the shard's replicated state).
+
+// Event is one change of the shard's data.
+type Event struct {
+	// Index is the log index of the write (its version, the key's new
+	// mod revision; for a delete, the delete's own index).
+	Index  uint64
+	Delete bool
+	Key    []byte
+	// Value is the put's value (nil for a delete).
+	Value []byte
+	// PrevVersion is the version the write replaced (0: the key was
+	// absent) and PrevValue its value.
+	PrevVersion uint64
+	PrevValue   []byte
+}
+
+// ErrCompacted: a read of the history from an index at or below its floor
+// (the events there are gone). Wrapped in a *CompactedError.
+var ErrCompacted = errors.New("statemachine: history compacted")
+
+// CompactedError tells the floor of the history that refused a read.
+type CompactedError struct{ Floor uint64 }
+
+func (e *CompactedError) Error() string {
+	return fmt.Sprintf("%v: events up to index %d are gone", ErrCompacted, e.Floor)
+}
+
+func (e *CompactedError) Unwrap() error { return ErrCompacted }
+
+const (
+	eventPut    = 'p'
+	eventDelete = 'd'
+)
+
+// encodeEvent encodes e without its index (which is in the key):
+// kind(1) | uvarint len(key) | key | uvarint len(value) | value |
+// uvarint prevVersion | prevValue.
+func encodeEvent(e *Event) []byte {
+	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue))
+	kind := byte(eventPut)
+	if e.Delete {
+		kind = eventDelete
+	}
+	b = append(b, kind)
+	b = binary.AppendUvarint(b, uint64(len(e.Key)))
+	b = append(b, e.Key...)
+	b = binary.AppendUvarint(b, uint64(len(e.Value)))
+	b = append(b, e.Value...)
+	b = binary.AppendUvarint(b, e.PrevVersion)
+	return append(b, e.PrevValue...)
+}
+
+// decodeEvent decodes an event of index; its slices alias b.
+func decodeEvent(index uint64, b []byte) (Event, error) {
+	bad := fmt.Errorf("%w: history event at %d", storage.ErrCorrupt, index)
+	if len(b) < 1 || (b[0] != eventPut && b[0] != eventDelete) {
+		return Event{}, bad
+	}
+	e := Event{Index: index, Delete: b[0] == eventDelete}
+	b = b[1:]
+	field := func() ([]byte, bool) {
+		n, w := binary.Uvarint(b)
+		if w <= 0 || uint64(len(b)-w) < n {
+			return nil, false
+		}
+		f := b[w : w+int(n)]
+		b = b[w+int(n):]
+		return f, true
+	}
+	var ok bool
+	if e.Key, ok = field(); !ok {
+		return Event{}, bad
+	}
+	if e.Value, ok = field(); !ok {
+		return Event{}, bad
+	}
+	if e.Delete {
+		e.Value = nil
+	}
+	n, w := binary.Uvarint(b)
+	if w <= 0 {
+		return Event{}, bad
+	}
+	e.PrevVersion = n
+	if n > 0 {
+		e.PrevValue = b[w:]
+	}
+	return e, nil
+}
+
+// historyState is the machine's view of its history.
+type historyState struct {
+	retention uint64 // 0: no history is kept
+	floor     uint64
+}
+
+// OpenHistory loads the history's floor. A shard without a floor record
+// (a data dir from before the history, or a snapshot without one) starts
+// its history after applied, the replica's applied index: the events at
+// or below it were never recorded. A machine that keeps no history
+// deletes what a snapshot or an earlier run left, so that keeping one
+// again later starts afresh instead of showing a gap as history.
+func (m *Machine) OpenHistory(applied uint64) error {
+	if m.hist.retention == 0 {
+		b := m.cfg.Engine.NewBatch()
+		b.DeleteRange(storage.HistorySpan(m.id))
+		return b.Commit(false)
+	}
+	v, err := m.cfg.Engine.Get(storage.HistoryFloorKey(m.id))
+	switch {
+	case err == nil && len(v) == 8:
+		m.hist.floor = binary.BigEndian.Uint64(v)
+		return nil
+	case err == nil:
+		return fmt.Errorf("statemachine: shard %d: %w: history floor %x", m.id, storage.ErrCorrupt, v)
+	case !errors.Is(err, storage.ErrNotFound):
+		return fmt.Errorf("statemachine: shard %d: %w", m.id, err)
+	}
+	m.hist.floor = applied
+	b := m.cfg.Engine.NewBatch()
+	b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, applied))
+	return b.Commit(false)
+}
+
+// HistoryFloor is the highest log index whose events are gone: a read of
+// the history must start above it.
+func (m *Machine) HistoryFloor() uint64 { return m.hist.floor }
+
+// recordEvent adds the event of a write at index to the round.
+func (m *Machine) recordEvent(rd *Round, index uint64, e *Event) {
+	if index != rd.evIndex {
+		rd.evIndex, rd.evPos = index, 0
+	}
+	rd.b.Set(storage.HistoryKey(m.id, index, rd.evPos), encodeEvent(e))
+	rd.evPos++
+}
+
+// trimHistory drops the events at or below last - retention, a multiple
+// of retention/16 at a time, and moves the floor record.
+func (m *Machine) trimHistory(rd *Round) {
+	ret := m.hist.retention
+	if ret == 0 || rd.last <= ret {
+		return
+	}
+	step := max(ret/16, 1)
+	floor := (rd.last - ret) / step * step
+	if floor <= m.hist.floor {
+		return
+	}
+	rd.b.DeleteRange(storage.HistoryIndexStart(m.id, 0), storage.HistoryIndexStart(m.id, floor+1))
+	rd.b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, floor))
+	m.hist.floor = floor
+}

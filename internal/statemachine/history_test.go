@@ -1,0 +1,146 @@
+package statemachine
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// historyMachine is testMachine with a history of retention log indexes.
+func historyMachine(t *testing.T, retention int) *Machine {
+	m := testMachine(t)
+	m.hist.retention = uint64(retention)
+	if err := m.OpenHistory(0); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func hput(key, value string) wire.Command {
+	return wire.Command{RequestID: []byte("p" + key + value), Op: wire.OpPut, Key: []byte(key), Value: []byte(value)}
+}
+
+func hdel(key string, n int) wire.Command {
+	return wire.Command{RequestID: fmt.Appendf(nil, "d%s%d", key, n), Op: wire.OpDelete, Key: []byte(key)}
+}
+
+func TestHistoryRecordsChanges(t *testing.T) {
+	for _, cache := range []int{0, 100} {
+		t.Run(fmt.Sprint("version cache ", cache), func(t *testing.T) {
+			m := historyMachine(t, 1000)
+			if cache > 0 {
+				withVersionCache(m, cache)
+			}
+			testHistoryRecordsChanges(t, m)
+		})
+	}
+}
+
+func testHistoryRecordsChanges(t *testing.T, m *Machine) {
+	cmds := []wire.Command{
+		hput("a", "1"), // 1
+		hput("b", "x"), // 2
+		hput("a", "2"), // 3
+		hdel("a", 1),   // 4
+		hdel("a", 2),   // 5: absent, no event
+		{RequestID: []byte("c"), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte("b"), Value: []byte("y")}, // 6: fails, no event
+		hput("a", "3"), // 7
+	}
+	res := applyAll(m, cmds, func() int { return 3 })
+	if res[3].Version != 4 {
+		t.Fatalf("delete's version %d, want its own index 4", res[3].Version)
+	}
+	page, err := m.Events(1, 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1 put a=1 prev 0=", "2 put b=x prev 0=", "3 put a=2 prev 1=1",
+		"4 del a prev 3=2", "7 put a=3 prev 0=",
+	}
+	if got := describe(page.Events); fmt.Sprint(got) != fmt.Sprint(want) || page.Next != 8 {
+		t.Fatalf("events %q next %d, want %q next 8", got, page.Next, want)
+	}
+	// A read from the middle, and one bounded by through.
+	if page, _ := m.Events(4, 5, 0); fmt.Sprint(describe(page.Events)) != "[4 del a prev 3=2]" || page.Next != 6 {
+		t.Fatalf("events [4, 5]: %q next %d", describe(page.Events), page.Next)
+	}
+	// A byte bound stops between entries only.
+	if page, _ := m.Events(1, 7, 1); len(page.Events) != 1 || page.Next != 2 {
+		t.Fatalf("events from 1 bounded to 1 byte: %q next %d, want one event, next 2", describe(page.Events), page.Next)
+	}
+	// A batch entry's events share its index and keep their order.
+	rd := m.Begin(nil)
+	c, d := hput("c", "1"), hput("d", "1")
+	m.ApplyEntry(rd, 8, 1, wire.MarshalStamped(0, [][]byte{c.Marshal(), d.Marshal()}))
+	if err := m.Commit(rd); err != nil {
+		t.Fatal(err)
+	}
+	if page, _ := m.Events(8, 8, 1); fmt.Sprint(describe(page.Events)) != "[8 put c=1 prev 0= 8 put d=1 prev 0=]" {
+		t.Fatalf("batch events: %q", describe(page.Events))
+	}
+}
+
+func TestHistoryTrimmedByRetention(t *testing.T) {
+	m := historyMachine(t, 32) // trimmed 2 indexes at a time
+	var cmds []wire.Command
+	for i := range 100 {
+		cmds = append(cmds, hput(fmt.Sprint("k", i%7), fmt.Sprint(i)))
+	}
+	applyAll(m, cmds, func() int { return 5 })
+	floor := m.HistoryFloor()
+	if floor < 100-32-2 || floor > 100-32 {
+		t.Fatalf("floor %d after 100 entries with retention 32", floor)
+	}
+	_, err := m.Events(floor, 100, 0)
+	var ce *CompactedError
+	if !errors.As(err, &ce) || ce.Floor != floor {
+		t.Fatalf("read from the floor: %v, want compacted at %d", err, floor)
+	}
+	page, err := m.Events(floor+1, 100, 0)
+	if err != nil || len(page.Events) != int(100-floor) || page.Events[0].Index != floor+1 {
+		t.Fatalf("read above the floor: %d events from %v, %v", len(page.Events), page.Events[0].Index, err)
+	}
+	// The floor survives a reopen; a machine without a floor record
+	// starts its history after the applied index it is given.
+	m2, err := Open(m.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m2.OpenHistory(100); err != nil || m2.HistoryFloor() != floor {
+		t.Fatalf("reopened floor %d (%v), want %d", m2.HistoryFloor(), err, floor)
+	}
+	// Reopened without history, the history goes; with it again, it
+	// starts after the applied index then.
+	m3, _ := Open(Config{ShardID: 1, Engine: m.cfg.Engine, HistoryRetention: -1})
+	if err := m3.OpenHistory(100); err != nil {
+		t.Fatal(err)
+	}
+	m4, _ := Open(m.cfg)
+	if err := m4.OpenHistory(120); err != nil || m4.HistoryFloor() != 120 {
+		t.Fatalf("history on again: floor %d (%v), want 120", m4.HistoryFloor(), err)
+	}
+	fresh := testMachine(t)
+	fresh.hist.retention = 10
+	if err := fresh.OpenHistory(42); err != nil || fresh.HistoryFloor() != 42 {
+		t.Fatalf("floor without a record: %d %v, want 42", fresh.HistoryFloor(), err)
+	}
+}
+
+func describe(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		kind := "put"
+		if e.Delete {
+			kind = "del"
+		}
+		s := fmt.Sprintf("%d %s %s", e.Index, kind, e.Key)
+		if !e.Delete {
+			s += "=" + string(e.Value)
+		}
+		out = append(out, s+fmt.Sprintf(" prev %d=%s", e.PrevVersion, e.PrevValue))
+	}
+	return out
+}
