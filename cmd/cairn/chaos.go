@@ -31,6 +31,7 @@ func newChaosCmd() *cobra.Command {
 		sweepSpec      string
 		preload        int64
 		valueSize      int
+		transferLimit  int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -108,8 +109,11 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			if preload < -1 || valueSize < 1 || valueSize > 8<<20 {
 				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
 			}
+			if transferLimit < 0 || transferLimit > 64 {
+				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
+			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize}
+				preload: preload, valueSize: valueSize, transferLimit: transferLimit}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -158,6 +162,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
 	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
+	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
@@ -228,7 +233,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		return nil, err
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre,
+		TransferLimit: o.transferLimit})
 	if err != nil {
 		return nil, err
 	}
@@ -252,6 +258,10 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 			f.HalfBaselineMs, f.RecoveryMs, f.ThroughputDuring, f.Baseline, f.TargetLeadsBefore, f.TargetLeadsEnd, msg)
 		if f.Note != "" {
 			fmt.Fprintf(w, "    %s\n", f.Note)
+		}
+		if f.SettledMs > 0 {
+			fmt.Fprintf(w, "    settled %.1fs after the injection: ops/s %.0f, p99 %.1f ms while settling (steady p99 before the fault %.1f ms)\n",
+				float64(f.SettledMs-f.StartMs)/1000, f.ThroughputSettling, f.P99SettlingMs, r.P99BeforeMs)
 		}
 		if f.MemoryLimitBytes > 0 {
 			fmt.Fprintf(w, "    memory: peak charge %d MB of a %d MB limit, limit hit %d times, %d OOM kills, restarted %v\n",

@@ -22,6 +22,7 @@ type runOpts struct {
 	runs                 int
 	preload              int64 // -1: the scenario's default
 	valueSize            int
+	transferLimit        int // 0: the nodes' default
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more

@@ -46,6 +46,13 @@ type Cluster struct {
 	backups []backupRun
 	// extra are the nodes faults started (add-node), under notesMu.
 	extra []extraNode
+	// retired are the nodes that left the cluster for good (decommissioned
+	// or declared dead): the run's final healing does not start them again
+	// and the convergence check skips them; under notesMu.
+	retired map[int]bool
+	// settled is when the work a fault started (a join's rebalance, a
+	// drain) was seen done, until runSteps takes it; under notesMu.
+	settled time.Time
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {
