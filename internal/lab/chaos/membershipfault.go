@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"time"
 
@@ -170,7 +171,9 @@ func (c *Cluster) replicated() string {
 }
 
 // killMoveFault kills both ends of a replica move in flight. With
-// rebalancing switched off (so only this move runs), a new node joins,
+// rebalancing switched off (so only this move runs) and snapshots
+// streamed at killMoveRate (so the learner's catch-up lasts), a new node
+// joins,
 // and the target's replica of shard 1 is moved to it through a third
 // node's admin call (POST /v1/admin/shards/1/move). As soon as the new
 // node is a learner of the shard (the descriptor's epoch grew), the
@@ -186,17 +189,22 @@ type killMoveFault struct {
 	done  chan error // the first move call's answer
 }
 
-// killDelay separates the kill of the move's source from its destination's.
-const killDelay = 300 * time.Millisecond
+// killDelay separates the kill of the move's source from its
+// destination's; killMoveRate is the snapshot rate (bytes/s) while the
+// fault lasts.
+const (
+	killDelay    = time.Second
+	killMoveRate = 256 << 10
+)
 
 func (*killMoveFault) Kind() string  { return "kill-during-move" }
 func (*killMoveFault) Param() string { return "" }
 
 func (f *killMoveFault) Inject(c *Cluster, n int) error {
 	f.shard = 1
-	off := false
+	off, rate := false, int64(killMoveRate)
 	if err := c.adminCall(0, func(ctx context.Context, a *client.Admin) error {
-		_, err := a.SetSettings(ctx, client.Settings{Rebalance: &off})
+		_, err := a.SetSettings(ctx, client.Settings{Rebalance: &off, SnapshotRate: &rate})
 		return err
 	}); err != nil {
 		return fmt.Errorf("switch rebalancing off: %w", err)
@@ -224,7 +232,7 @@ func (f *killMoveFault) Inject(c *Cluster, n int) error {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), moveCallBudget)
 		defer cancel()
-		f.done <- c.adminOf(via).MoveShard(ctx, f.shard, uint64(n), uint64(dest))
+		f.done <- c.moveAdmin(via).MoveShard(ctx, f.shard, uint64(n), uint64(dest))
 	}()
 	// The move is in flight once the epoch grows past e0 (the learner step).
 	deadline := time.Now().Add(20 * time.Second)
@@ -262,6 +270,13 @@ func (f *killMoveFault) Heal(c *Cluster, n int) error {
 	if err := c.startNode(f.dest); err != nil {
 		return err
 	}
+	var unlimited int64
+	if err := c.adminCall(0, func(ctx context.Context, a *client.Admin) error {
+		_, err := a.SetSettings(ctx, client.Settings{SnapshotRate: &unlimited})
+		return err
+	}); err != nil {
+		return fmt.Errorf("lift the snapshot rate: %w", err)
+	}
 	var first error
 	if f.done != nil {
 		first = <-f.done
@@ -269,9 +284,7 @@ func (f *killMoveFault) Heal(c *Cluster, n int) error {
 	outcome := "the first call finished it"
 	if first != nil {
 		outcome = fmt.Sprintf("the first call answered %v", first)
-		ctx, cancel := context.WithTimeout(context.Background(), moveCallBudget)
-		err := c.adminOf(other(c, 0)).MoveShard(ctx, f.shard, uint64(n), uint64(f.dest))
-		cancel()
+		err := c.moveAgain(f.shard, uint64(n), uint64(f.dest))
 		if err != nil {
 			var ce *client.Error
 			if !errors.As(err, &ce) || ce.Status >= 500 {
@@ -283,10 +296,12 @@ func (f *killMoveFault) Heal(c *Cluster, n int) error {
 		}
 	}
 	c.Notef("%s", outcome)
+	t0 := time.Now()
 	why := waitFor(placeTimeout, func() string { return strings.Join(c.placement(), "; ") })
 	if why != "" {
 		return fmt.Errorf("after %v: %s", placeTimeout, why)
 	}
+	c.Notef("replicas matched their descriptors %.1fs after the restarts", time.Since(t0).Seconds())
 	if ci, err := c.infoOf(n); err == nil {
 		for _, s := range ci.Shards {
 			if s.ID == f.shard {
@@ -322,4 +337,37 @@ func (c *Cluster) placement() []string {
 		}
 	}
 	return out
+}
+
+// moveAdmin is an admin client of node id whose calls may last a whole
+// move (the cluster's client gives up after 5 s).
+func (c *Cluster) moveAdmin(id int) *client.Admin {
+	x := c.adminOf(id)
+	return client.NewAdmin(x.Endpoint(), &http.Client{Timeout: moveCallBudget + 5*time.Second})
+}
+
+// moveAgain asks a live node to move shard's replica from from to to,
+// trying the next live node while one does not answer (a node just
+// restarted), for moveCallBudget at most.
+func (c *Cluster) moveAgain(shard, from, to uint64) error {
+	ctx, cancel := context.WithTimeout(context.Background(), moveCallBudget)
+	defer cancel()
+	for {
+		var err error
+		for _, id := range c.allNodes() {
+			if !c.live(id) {
+				continue
+			}
+			err = c.moveAdmin(id).MoveShard(ctx, shard, from, to)
+			var ce *client.Error
+			if err == nil || errors.As(err, &ce) && ce.Status != http.StatusServiceUnavailable {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }

@@ -84,7 +84,7 @@ var Scenarios = map[string]Scenario{
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: &replaceDeadFault{}, Target: "follower", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
 		}},
-	"kill-during-move": {Description: "move the replica of shard 1 on its leader to a new node (rebalancing off), kill -9 the source as soon as the learner is added and the destination 300 ms later, restart both: the move finishes or rolls back, every shard keeps a quorum and its replicas match its descriptor", MinDuration: 30 * time.Second,
+	"kill-during-move": {Description: "move the replica of shard 1 on its leader to a new node (rebalancing off, snapshots at 256 KiB/s), kill -9 the source as soon as the learner is added and the destination 1 s later, restart both: the move finishes or rolls back, every shard keeps a quorum and its replicas match its descriptor", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: &killMoveFault{}, Target: "leader", At: 5 * time.Second, For: 10 * time.Second}}
 		}},
