@@ -32,6 +32,7 @@ func newChaosCmd() *cobra.Command {
 		preload        int64
 		valueSize      int
 		transferLimit  int
+		shards         int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -109,11 +110,14 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			if preload < -1 || valueSize < 1 || valueSize > 8<<20 {
 				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
 			}
+			if shards < 0 {
+				return usageError{fmt.Errorf("--shards must be 0 (one per node) or more")}
+			}
 			if transferLimit < 0 || transferLimit > 64 {
 				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
 			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize, transferLimit: transferLimit}
+				preload: preload, valueSize: valueSize, transferLimit: transferLimit, shards: shards}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -162,6 +166,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
 	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
+	f.IntVar(&shards, "shards", 0, "shards at bootstrap (default: one per node)")
 	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
@@ -234,7 +239,7 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
 		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys}, Steps: s.Steps(d), Progress: errw, Preload: pre,
-		TransferLimit: o.transferLimit})
+		TransferLimit: o.transferLimit, Shards: o.shards})
 	if err != nil {
 		return nil, err
 	}

@@ -145,7 +145,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions,
-		Secure: cfg.Secure})
+		Secure: cfg.Secure, Shards: cfg.Shards})
 	if err != nil {
 		return nil, err
 	}
