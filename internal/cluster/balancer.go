@@ -131,6 +131,11 @@ type Balancer struct {
 		touched map[uint64]time.Time
 		// pausedUntil: no rebalancing before (a manual move was seen).
 		pausedUntil time.Time
+		// since is when this node last became the balancer; stop ends
+		// the moves it started since (nil when not balancing).
+		since time.Time
+		stop  context.CancelFunc
+		lctx  context.Context
 	}
 }
 
@@ -205,6 +210,13 @@ func (b *Balancer) Round(ctx context.Context) error {
 		b.mu.leading = false
 		clear(b.mu.lastSeen)
 		clear(b.mu.epochs)
+		// Whoever balances now plans on its own: the moves started here
+		// stop (each is resumable: the next balancer finishes or redoes
+		// it), so two balancers never move replicas for long at once.
+		if b.mu.stop != nil {
+			b.mu.stop()
+			b.mu.stop, b.mu.lctx = nil, nil
+		}
 		b.mu.Unlock()
 		return nil
 	}
@@ -214,6 +226,11 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	b.mu.Lock()
 	b.mu.leading = true
+	if b.mu.stop == nil {
+		b.mu.lctx, b.mu.stop = context.WithCancel(ctx)
+		b.mu.since = b.cfg.Now()
+	}
+	lctx := b.mu.lctx
 	b.mu.Unlock()
 	if rec, err = b.detectDead(ctx, rec); err != nil {
 		return err
@@ -243,13 +260,16 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	for _, mv := range Plan(in) {
-		b.start(ctx, mv)
+		b.start(lctx, mv)
 	}
 	return nil
 }
 
 // touchGrace is how long after its move ends a shard's changes are still
-// taken as the balancer's own.
+// taken as the balancer's own, and how long after this node became the
+// balancer changes are taken as the previous balancer's (its moves stop
+// within a round of losing the role, but a step already proposed still
+// lands, and raft leaves a joint configuration by itself).
 const touchGrace = 30 * time.Second
 
 // noticeManualLocked pauses rebalancing when a shard's epoch changed
@@ -257,10 +277,11 @@ const touchGrace = 30 * time.Second
 // move), and records the epochs.
 func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
 	first := len(b.mu.epochs) == 0
+	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		prev, seen := b.mu.epochs[d.ID]
 		ended, ours := b.mu.touched[d.ID]
-		if !first && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+		if !first && !takingOver && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
 			if !now.Before(b.mu.pausedUntil) {
 				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
 					"epoch", d.Epoch, "for", b.cfg.ManualPause)
@@ -294,17 +315,20 @@ func (b *Balancer) start(ctx context.Context, mv Move) {
 		} else {
 			err = b.cfg.Mover.MoveReplica(mctx, mv.Shard, mv.From, mv.To)
 		}
+		handedOver := err != nil && ctx.Err() != nil // this node stopped balancing (or is stopping)
 		b.mu.Lock()
 		delete(b.mu.inflight, mv.Shard)
 		b.mu.touched[mv.Shard] = b.cfg.Now()
-		if err != nil {
+		if err != nil && !handedOver {
 			b.mu.failed[mv.Shard] = b.cfg.Now()
-		} else {
+		} else if err == nil {
 			delete(b.mu.failed, mv.Shard)
 			b.mu.moved++
 		}
 		b.mu.Unlock()
-		if err != nil {
+		if handedOver {
+			b.cfg.Logger.Info("balancer: move stopped: this node no longer balances", "shard", mv.Shard, "from", mv.From, "to", mv.To)
+		} else if err != nil {
 			b.cfg.Logger.Warn("balancer: move failed; the shard waits before another", "shard", mv.Shard,
 				"from", mv.From, "to", mv.To, "err", err, "retry_after", b.cfg.RetryAfter)
 		} else {

@@ -264,7 +264,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // once); repairs go on; after the pause the counts are evened out.
 func TestBalancerPausesAfterAManualMove(t *testing.T) {
 	r := newRig(t, []uint64{1, 2, 3, 4}, 4)
-	r.rounds(t, 1) // the balancer sees the epochs
+	r.rounds(t, 1)          // the balancer sees the epochs
+	r.clock.Add(touchGrace) // past its take-over (TestBalancerTakesOverWithoutPausing)
+	r.rounds(t, 1)
 	if err := r.store.MoveReplica(context.Background(), 1, 1, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +336,84 @@ func TestBalancerHonoursTheRecordsPauseAndSwitch(t *testing.T) {
 	r.rounds(t, 10)
 	if c := counts(r.store.Descriptors()); c[4] != 6 {
 		t.Fatalf("node 4 holds %d of 24 replicas after the pause", c[4])
+	}
+}
+
+// A node that has just become the balancer takes the changes that land
+// then as its predecessor's moves, not an operator's: rebalancing goes on
+// (a join is not held up for the manual pause whenever shard 1's
+// leadership moves, which a move of shard 1's own replica causes).
+func TestBalancerTakesOverWithoutPausing(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 8)
+	r.leads = false
+	r.rounds(t, 2)
+	r.leads = true
+	r.rounds(t, 1) // takes over; no member to move to yet
+	// The previous balancer's move lands.
+	if err := r.store.MoveReplica(context.Background(), 1, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.mgr.Join(context.Background(), JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4"}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Add(2 * time.Second)
+	r.rounds(t, 20)
+	if p := r.b.Status().PausedUntil; !p.IsZero() {
+		t.Fatalf("paused until %v after taking over", p)
+	}
+	if c := counts(r.store.Descriptors()); c[4] != 6 {
+		t.Fatalf("node 4 holds %d of 24 replicas, want 6 (%v)", c[4], c)
+	}
+}
+
+// blockingStore's moves run until their context ends.
+type blockingStore struct {
+	fakeStore
+	started chan struct{}
+}
+
+func (b *blockingStore) MoveReplica(ctx context.Context, _, _, _ uint64) error {
+	b.started <- struct{}{}
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A node that stops leading shard 1 stops the moves it started: only one
+// balancer moves replicas at a time (the next one resumes the moves). A
+// move stopped so is no failure: the shard is not set aside.
+func TestBalancerStopsItsMovesWhenItStopsLeading(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 8)
+	bs := &blockingStore{fakeStore: fakeStore{shards: r.store.Descriptors()}, started: make(chan struct{}, 64)}
+	b, err := NewBalancer(BalancerConfig{NodeID: 1, Manager: r.mgr, Mover: bs, Prober: r.prober,
+		Leads: func() bool { return r.leads }, Replication: 3, Now: r.clock.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.mgr.Join(context.Background(), JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	<-bs.started
+	r.leads = false
+	if err := b.Round(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { b.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the moves still run after the node stopped leading shard 1")
+	}
+	if st := b.Status(); len(st.InFlight) != 0 || st.Leading {
+		t.Fatalf("status after stopping: %+v", st)
+	}
+	b.mu.Lock()
+	failed := len(b.mu.failed)
+	b.mu.Unlock()
+	if failed != 0 {
+		t.Fatalf("%d shards set aside as failed", failed)
 	}
 }

@@ -115,10 +115,11 @@ func (c *Cluster) drained(n int) string {
 // replaceDeadFault kill -9s the target, declares it dead (POST
 // /v1/admin/nodes/N/remove?dead=true through another node) and starts a
 // new node that joins; the balancer rebuilds the dead node's replicas on
-// it from the survivors. The dead node is never started again. Settled
-// when every shard has its full replica count on live nodes; healing
-// waits for that (repairTimeout) and checks it from every live node's
-// view.
+// it from the survivors. Settled when every shard has its full replica
+// count on live nodes; healing waits for that (repairTimeout), checks it
+// from every live node's view, then starts the dead node again twice:
+// each time it must exit by itself (exitTimeout), its log saying it was
+// removed.
 type replaceDeadFault struct{ watch *settleWatch }
 
 func (*replaceDeadFault) Kind() string  { return "replace-dead" }
@@ -151,6 +152,25 @@ func (f *replaceDeadFault) Heal(c *Cluster, n int) error {
 		return fmt.Errorf("replication not restored %v after the fault's end: %s", repairTimeout, why)
 	}
 	c.Notef("every shard has %d replicas on live nodes", c.Replication())
+	// The dead node started again on its data dir learns it was removed
+	// and exits; started once more, it refuses to run at all.
+	for i := range 2 {
+		if err := c.Start(n); err != nil {
+			return err
+		}
+		select {
+		case <-c.Exited(n):
+		case <-time.After(exitTimeout):
+			c.Kill(n)
+			return fmt.Errorf("node %d, declared dead, was started again and still ran %v later", n, exitTimeout)
+		}
+		if !strings.Contains(c.Log(n), "was removed from the cluster") {
+			return fmt.Errorf("node %d, declared dead, started again and exited without saying it was removed", n)
+		}
+		if i == 1 {
+			c.Notef("node %d started again exited twice, saying it was removed", n)
+		}
+	}
 	return nil
 }
 
