@@ -131,11 +131,11 @@ type Balancer struct {
 		touched map[uint64]time.Time
 		// pausedUntil: no rebalancing before (a manual move was seen).
 		pausedUntil time.Time
-		// since is when this node last became the balancer; stop ends
-		// the moves it started since (nil when not balancing).
-		since time.Time
-		stop  context.CancelFunc
-		lctx  context.Context
+		// since is when this node last became the balancer; moving holds
+		// the shards seen last round in the middle of a change (a
+		// learner, or a joint configuration).
+		since  time.Time
+		moving map[uint64]bool
 	}
 }
 
@@ -150,6 +150,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.failed = map[uint64]time.Time{}
 	b.mu.lastSeen = map[uint64]time.Time{}
 	b.mu.epochs = map[uint64]uint64{}
+	b.mu.moving = map[uint64]bool{}
 	b.mu.touched = map[uint64]time.Time{}
 	return b, nil
 }
@@ -210,13 +211,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 		b.mu.leading = false
 		clear(b.mu.lastSeen)
 		clear(b.mu.epochs)
-		// Whoever balances now plans on its own: the moves started here
-		// stop (each is resumable: the next balancer finishes or redoes
-		// it), so two balancers never move replicas for long at once.
-		if b.mu.stop != nil {
-			b.mu.stop()
-			b.mu.stop, b.mu.lctx = nil, nil
-		}
+		clear(b.mu.moving)
 		b.mu.Unlock()
 		return nil
 	}
@@ -225,12 +220,10 @@ func (b *Balancer) Round(ctx context.Context) error {
 		return err
 	}
 	b.mu.Lock()
-	b.mu.leading = true
-	if b.mu.stop == nil {
-		b.mu.lctx, b.mu.stop = context.WithCancel(ctx)
+	if !b.mu.leading {
 		b.mu.since = b.cfg.Now()
 	}
-	lctx := b.mu.lctx
+	b.mu.leading = true
 	b.mu.Unlock()
 	if rec, err = b.detectDead(ctx, rec); err != nil {
 		return err
@@ -260,28 +253,33 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	b.mu.Unlock()
 	for _, mv := range Plan(in) {
-		b.start(lctx, mv)
+		b.start(ctx, mv)
 	}
 	return nil
 }
 
 // touchGrace is how long after its move ends a shard's changes are still
 // taken as the balancer's own, and how long after this node became the
-// balancer changes are taken as the previous balancer's (its moves stop
-// within a round of losing the role, but a step already proposed still
-// lands, and raft leaves a joint configuration by itself).
+// balancer changes are taken as the previous balancer's (whose moves in
+// flight run on after it lost the role).
 const touchGrace = 30 * time.Second
 
 // noticeManualLocked pauses rebalancing when a shard's epoch changed
 // since the last round without this balancer moving it (an operator's
-// move), and records the epochs.
+// move), and records the epochs. A change is not taken for a manual one
+// while this node has just become the balancer (touchGrace: the previous
+// balancer's moves run on), nor when the shard was already in the middle
+// of a change last round (it continues a move under way, whoever runs
+// it; a move asked by hand writes its pause into the record anyway).
 func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
 	first := len(b.mu.epochs) == 0
 	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		prev, seen := b.mu.epochs[d.ID]
 		ended, ours := b.mu.touched[d.ID]
-		if !first && !takingOver && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+		underWay := b.mu.moving[d.ID]
+		b.mu.moving[d.ID] = len(d.Learners) > 0 || len(d.Replicas) > b.cfg.Replication
+		if !first && !takingOver && !underWay && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
 			if !now.Before(b.mu.pausedUntil) {
 				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
 					"epoch", d.Epoch, "for", b.cfg.ManualPause)
@@ -315,20 +313,17 @@ func (b *Balancer) start(ctx context.Context, mv Move) {
 		} else {
 			err = b.cfg.Mover.MoveReplica(mctx, mv.Shard, mv.From, mv.To)
 		}
-		handedOver := err != nil && ctx.Err() != nil // this node stopped balancing (or is stopping)
 		b.mu.Lock()
 		delete(b.mu.inflight, mv.Shard)
 		b.mu.touched[mv.Shard] = b.cfg.Now()
-		if err != nil && !handedOver {
+		if err != nil {
 			b.mu.failed[mv.Shard] = b.cfg.Now()
-		} else if err == nil {
+		} else {
 			delete(b.mu.failed, mv.Shard)
 			b.mu.moved++
 		}
 		b.mu.Unlock()
-		if handedOver {
-			b.cfg.Logger.Info("balancer: move stopped: this node no longer balances", "shard", mv.Shard, "from", mv.From, "to", mv.To)
-		} else if err != nil {
+		if err != nil {
 			b.cfg.Logger.Warn("balancer: move failed; the shard waits before another", "shard", mv.Shard,
 				"from", mv.From, "to", mv.To, "err", err, "retry_after", b.cfg.RetryAfter)
 		} else {
