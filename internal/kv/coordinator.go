@@ -180,7 +180,11 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		// A replica a move created and has not filled yet (applied
 		// index 0) holds nothing to serve.
 		if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 {
-			return c.readLocal(r, key)
+			v, err := c.readLocal(r, key)
+			if !errors.Is(err, replica.ErrStopped) || !r.Removed() {
+				return v, err
+			}
+			// A move took the replica away meanwhile: read another.
 		}
 		return c.decodeRead(c.anyReplica(ctx, d, req))
 	}
