@@ -58,8 +58,9 @@ type ShardInfo struct {
 	TokenStart string   `json:"token_start"` // hex, inclusive
 	TokenEnd   string   `json:"token_end"`   // hex, exclusive; "10000000000000000" is 2^64
 	Epoch      uint64   `json:"epoch"`
-	Replicas   []uint64 `json:"replicas"`
-	Leader     uint64   `json:"leader"` // 0 when unknown
+	Replicas   []uint64 `json:"replicas"`           // voters
+	Learners   []uint64 `json:"learners,omitempty"` // non-voting replicas (a move's destination catching up)
+	Leader     uint64   `json:"leader"`             // 0 when unknown
 	Term       uint64   `json:"term,omitempty"`
 	Applied    uint64   `json:"applied,omitempty"` // the answering node's replica, if any
 	Commit     uint64   `json:"commit,omitempty"`

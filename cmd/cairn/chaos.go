@@ -32,6 +32,8 @@ func newChaosCmd() *cobra.Command {
 		preload        int64
 		valueSize      int
 		indexKeys      int
+		transferLimit  int
+		shards         int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -109,8 +111,14 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			if preload < -1 || valueSize < 1 || valueSize > 8<<20 {
 				return usageError{fmt.Errorf("--preload must be 0 or more and --value-size 1 to 8 MiB")}
 			}
+			if shards < 0 {
+				return usageError{fmt.Errorf("--shards must be 0 (one per node) or more")}
+			}
+			if transferLimit < 0 || transferLimit > 64 {
+				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
+			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize, indexKeys: indexKeys}
+				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, shards: shards}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -160,6 +168,8 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
 	f.IntVar(&indexKeys, "index-keys", 0, "also write this many keys with a secondary-index term (one client per node: PUTs with a term, PUTs moving the key to another term or stripping it, DELETEs) and check after healing that linearizable index queries return exactly the acknowledged objects (0: off)")
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
+	f.IntVar(&shards, "shards", 0, "shards at bootstrap (default: one per node)")
+	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
@@ -230,7 +240,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		return nil, err
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Steps: s.Steps(d), Progress: errw, Preload: pre})
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Steps: s.Steps(d), Progress: errw, Preload: pre,
+		TransferLimit: o.transferLimit, Shards: o.shards})
 	if err != nil {
 		return nil, err
 	}
@@ -254,6 +265,10 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 			f.HalfBaselineMs, f.RecoveryMs, f.ThroughputDuring, f.Baseline, f.TargetLeadsBefore, f.TargetLeadsEnd, msg)
 		if f.Note != "" {
 			fmt.Fprintf(w, "    %s\n", f.Note)
+		}
+		if f.SettledMs > 0 {
+			fmt.Fprintf(w, "    settled %.1fs after the injection: ops/s %.0f, p99 %.1f ms while settling (steady p99 before the fault %.1f ms)\n",
+				float64(f.SettledMs-f.StartMs)/1000, f.ThroughputSettling, f.P99SettlingMs, r.P99BeforeMs)
 		}
 		if f.MemoryLimitBytes > 0 {
 			fmt.Fprintf(w, "    memory: peak charge %d MB of a %d MB limit, limit hit %d times, %d OOM kills, restarted %v\n",

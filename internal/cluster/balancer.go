@@ -131,6 +131,11 @@ type Balancer struct {
 		touched map[uint64]time.Time
 		// pausedUntil: no rebalancing before (a manual move was seen).
 		pausedUntil time.Time
+		// since is when this node last became the balancer; moving holds
+		// the shards seen last round in the middle of a change (a
+		// learner, or a joint configuration).
+		since  time.Time
+		moving map[uint64]bool
 	}
 }
 
@@ -145,6 +150,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.failed = map[uint64]time.Time{}
 	b.mu.lastSeen = map[uint64]time.Time{}
 	b.mu.epochs = map[uint64]uint64{}
+	b.mu.moving = map[uint64]bool{}
 	b.mu.touched = map[uint64]time.Time{}
 	return b, nil
 }
@@ -205,6 +211,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 		b.mu.leading = false
 		clear(b.mu.lastSeen)
 		clear(b.mu.epochs)
+		clear(b.mu.moving)
 		b.mu.Unlock()
 		return nil
 	}
@@ -213,6 +220,9 @@ func (b *Balancer) Round(ctx context.Context) error {
 		return err
 	}
 	b.mu.Lock()
+	if !b.mu.leading {
+		b.mu.since = b.cfg.Now()
+	}
 	b.mu.leading = true
 	b.mu.Unlock()
 	if rec, err = b.detectDead(ctx, rec); err != nil {
@@ -249,18 +259,27 @@ func (b *Balancer) Round(ctx context.Context) error {
 }
 
 // touchGrace is how long after its move ends a shard's changes are still
-// taken as the balancer's own.
+// taken as the balancer's own, and how long after this node became the
+// balancer changes are taken as the previous balancer's (whose moves in
+// flight run on after it lost the role).
 const touchGrace = 30 * time.Second
 
 // noticeManualLocked pauses rebalancing when a shard's epoch changed
 // since the last round without this balancer moving it (an operator's
-// move), and records the epochs.
+// move), and records the epochs. A change is not taken for a manual one
+// while this node has just become the balancer (touchGrace: the previous
+// balancer's moves run on), nor when the shard was already in the middle
+// of a change last round (it continues a move under way, whoever runs
+// it; a move asked by hand writes its pause into the record anyway).
 func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
 	first := len(b.mu.epochs) == 0
+	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		prev, seen := b.mu.epochs[d.ID]
 		ended, ours := b.mu.touched[d.ID]
-		if !first && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+		underWay := b.mu.moving[d.ID]
+		b.mu.moving[d.ID] = len(d.Learners) > 0 || len(d.Replicas) > b.cfg.Replication
+		if !first && !takingOver && !underWay && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
 			if !now.Before(b.mu.pausedUntil) {
 				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
 					"epoch", d.Epoch, "for", b.cfg.ManualPause)

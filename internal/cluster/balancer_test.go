@@ -264,7 +264,9 @@ var quiet = slog.New(slog.DiscardHandler)
 // once); repairs go on; after the pause the counts are evened out.
 func TestBalancerPausesAfterAManualMove(t *testing.T) {
 	r := newRig(t, []uint64{1, 2, 3, 4}, 4)
-	r.rounds(t, 1) // the balancer sees the epochs
+	r.rounds(t, 1)          // the balancer sees the epochs
+	r.clock.Add(touchGrace) // past its take-over (TestBalancerTakesOverWithoutPausing)
+	r.rounds(t, 1)
 	if err := r.store.MoveReplica(context.Background(), 1, 1, 4); err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +336,58 @@ func TestBalancerHonoursTheRecordsPauseAndSwitch(t *testing.T) {
 	r.rounds(t, 10)
 	if c := counts(r.store.Descriptors()); c[4] != 6 {
 		t.Fatalf("node 4 holds %d of 24 replicas after the pause", c[4])
+	}
+}
+
+// A node that has just become the balancer takes the changes that land
+// then as its predecessor's moves, not an operator's: rebalancing goes on
+// (a join is not held up for the manual pause whenever shard 1's
+// leadership moves, which a move of shard 1's own replica causes).
+func TestBalancerTakesOverWithoutPausing(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 8)
+	r.leads = false
+	r.rounds(t, 2)
+	r.leads = true
+	r.rounds(t, 1) // takes over; no member to move to yet
+	// The previous balancer's move lands.
+	if err := r.store.MoveReplica(context.Background(), 1, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.mgr.Join(context.Background(), JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4"}); err != nil {
+		t.Fatal(err)
+	}
+	r.clock.Add(2 * time.Second)
+	r.rounds(t, 20)
+	if p := r.b.Status().PausedUntil; !p.IsZero() {
+		t.Fatalf("paused until %v after taking over", p)
+	}
+	if c := counts(r.store.Descriptors()); c[4] != 6 {
+		t.Fatalf("node 4 holds %d of 24 replicas, want 6 (%v)", c[4], c)
+	}
+}
+
+// A change that continues a move under way last round (the shard had a
+// learner) is not taken for a manual move, whoever runs it: rebalancing
+// goes on.
+func TestBalancerTakesAMoveUnderWayForNoManualOne(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3, 4}, 4)
+	// Another node's move of shard 1 has added node 4 as a learner.
+	r.store.mu.Lock()
+	r.store.shards[0].Learners = []uint64{4}
+	r.store.shards[0].Epoch++
+	r.store.mu.Unlock()
+	r.rounds(t, 1)
+	r.clock.Add(touchGrace) // past its take-over
+	r.rounds(t, 1)
+	// The move finishes: node 4 promoted, another voter out.
+	r.store.mu.Lock()
+	d := &r.store.shards[0]
+	d.Learners = nil
+	d.Replicas = append(slices.Clone(d.Replicas[1:]), 4)
+	d.Epoch += 2
+	r.store.mu.Unlock()
+	r.rounds(t, 1)
+	if p := r.b.Status().PausedUntil; !p.IsZero() {
+		t.Fatalf("paused until %v by a move under way", p)
 	}
 }

@@ -200,16 +200,21 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		first := c.shortestQueue(d, local, time.Now())
 		if local && first == c.cfg.NodeID {
 			v, err := c.readLocal(r, key)
-			if !errors.Is(err, statemachine.ErrWrongShard) {
-				return v, err
-			}
-			// The shard split since it was routed: the owner now.
-			d = c.route(key)
-			req.ShardID, req.Epoch = d.ID, d.Epoch
-			if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 && r.Verified() {
-				if v, err := c.readLocal(r, key); !errors.Is(err, statemachine.ErrWrongShard) {
-					return v, err
+			switch {
+			case errors.Is(err, replica.ErrStopped) && r.Removed():
+				// A move took the replica away meanwhile: read another.
+			case errors.Is(err, statemachine.ErrWrongShard):
+				// The shard split since it was routed: the owner now.
+				d = c.route(key)
+				req.ShardID, req.Epoch = d.ID, d.Epoch
+				if r := c.cfg.Store.Replica(d.ID); r != nil && r.Applied() > 0 && r.Verified() {
+					v, err := c.readLocal(r, key)
+					if !errors.Is(err, statemachine.ErrWrongShard) && !(errors.Is(err, replica.ErrStopped) && r.Removed()) {
+						return v, err
+					}
 				}
+			default:
+				return v, err
 			}
 			first = 0
 		}

@@ -85,13 +85,14 @@ func (c *Coordinator) execHead(ctx context.Context, r *replica.Replica, req *wir
 
 // headLocal reads key's metadata from the engine (r: the local replica
 // of its shard).
-func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (Meta, error) {
+func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (_ Meta, err error) {
 	if !r.Desc().Contains(shard.Token(key)) {
 		// The shard split since the request was routed (checked before
 		// reading: the new shard's writes on this node may lag its
 		// leader's).
 		return Meta{}, fmt.Errorf("%w: shard %d", statemachine.ErrWrongShard, r.ID())
 	}
+	defer func() { err = stillMember(r, err) }()
 	if c.cfg.Engine == nil {
 		v, err := readLocal(r, key) // no engine: the value is read
 		return Meta{Version: v.Version, Size: len(v.Data)}, err
@@ -106,13 +107,28 @@ func (c *Coordinator) headLocal(r *replica.Replica, key []byte) (Meta, error) {
 	return Meta{Version: m.Version, Size: m.Size, Index: m.Terms}, nil
 }
 
+// stillMember turns the outcome of a read of the local replica r into
+// replica.ErrStopped when r was removed from its shard by the time the
+// read ended: the removal deletes the replica's data, so a read that ran
+// alongside it may have found a key absent that is not (the caller
+// retries on the shard's leader). The flag is set when the removal
+// applies, before the data goes.
+func stillMember(r *replica.Replica, err error) error {
+	if r.Removed() {
+		return replica.ErrStopped
+	}
+	return err
+}
+
 // readLocal reads key from the local replica r's applied state, with
-// its index terms when the engine is at hand.
-func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (Value, error) {
+// its index terms when the engine is at hand; replica.ErrStopped when r
+// was removed meanwhile (stillMember).
+func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (v Value, err error) {
 	if !r.Desc().Contains(shard.Token(key)) {
 		// The shard split since the request was routed (see headLocal).
 		return Value{}, fmt.Errorf("%w: shard %d", statemachine.ErrWrongShard, r.ID())
 	}
+	defer func() { err = stillMember(r, err) }()
 	if c.cfg.Engine == nil {
 		return readLocal(r, key)
 	}

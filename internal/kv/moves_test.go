@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -112,5 +113,40 @@ func TestClusterShowsLearners(t *testing.T) {
 			}
 			return fmt.Errorf("node %d does not show node 4 as a learner of shard 1", id)
 		})
+	}
+}
+
+// A read of a local replica that a move removed (its data deleted) never
+// answers "not found" for a key that exists: it fails with
+// replica.ErrStopped, and the coordinator reads elsewhere. (A
+// linearizable read through a node being drained got "absent" when the
+// removal deleted the data between its read index and its engine read.)
+func TestReadOfARemovedReplicaIsRefused(t *testing.T) {
+	c := newCluster(t, 4, 4, replica.Config{})
+	k := keyOf(c.m, 1, "before-")
+	if _, _, err := c.nodes[1].coord.Put(ctx5(t), k, k, kv.WriteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	old := c.nodes[1].st.Replica(1)
+	if v, err := c.nodes[1].coord.ReadLocal(old, k); err != nil || string(v.Data) != string(k) {
+		t.Fatalf("before the move: %q %v", v.Data, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	if _, err := c.nodes[4].coord.MoveReplica(ctx, 1, 1, 4); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() error {
+		if c.nodes[1].st.Replica(1) != nil || !old.Removed() {
+			return fmt.Errorf("node 1 still holds its replica of shard 1")
+		}
+		return nil
+	})
+	if v, err := c.nodes[1].coord.ReadLocal(old, k); !errors.Is(err, replica.ErrStopped) {
+		t.Fatalf("read of the removed replica: %q, %v; want replica.ErrStopped", v.Data, err)
+	}
+	got, err := c.nodes[1].coord.Get(ctx5(t), k, kv.ReadOptions{})
+	if err != nil || string(got.Data) != string(k) {
+		t.Fatalf("read through node 1 after the move: %q %v", got.Data, err)
 	}
 }

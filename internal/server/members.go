@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
@@ -63,16 +64,19 @@ func joinedIdentity(id uint64, resp client.JoinResponse) (identity, error) {
 	if err := m.Validate(); err != nil {
 		return identity{}, fmt.Errorf("server: the join answer's shards: %w", err)
 	}
-	peers := map[uint64]string{}
+	peers, https := map[uint64]string{}, map[uint64]string{}
 	for _, mem := range resp.Members {
 		if mem.State != string(cluster.Removed) && mem.State != string(cluster.Dead) {
 			peers[mem.ID] = mem.PeerAddr
+			if mem.HTTPAddr != "" && mem.ID != id {
+				https[mem.ID] = mem.HTTPAddr
+			}
 		}
 	}
 	if resp.Replication < 1 {
 		return identity{}, fmt.Errorf("server: the join answer's replication %d", resp.Replication)
 	}
-	return identity{NodeID: id, Replication: resp.Replication, Peers: peers, Map: m, Joined: true}, nil
+	return identity{NodeID: id, Replication: resp.Replication, Peers: peers, HTTPAddrs: https, Map: m, Joined: true}, nil
 }
 
 // recordKV is the membership record's KV: the coordinator's linearizable
@@ -285,15 +289,19 @@ func checkJoinAddr(flag, addr string) error {
 // (GET /v1/admin/nodes, a linearizable read there), the members tried in
 // turn from the next after the last that answered.
 func (s *Server) readThroughPeer(ctx context.Context) (cluster.Record, uint64, error) {
-	rec, ok := s.members.Cached()
-	if !ok {
-		return cluster.Record{}, 0, cluster.ErrNotReady
-	}
-	var others []cluster.Member
-	for _, m := range rec.Members {
-		if m.ID != s.identity.NodeID && !m.State.Gone() && m.HTTPAddr != "" {
-			others = append(others, m)
+	var others []string // HTTP addresses
+	if rec, ok := s.members.Cached(); ok {
+		for _, m := range rec.Members {
+			if m.ID != s.identity.NodeID && !m.State.Gone() && m.HTTPAddr != "" {
+				others = append(others, m.HTTPAddr)
+			}
 		}
+	} else {
+		// Not read yet since the start: the addresses persisted from
+		// the last record read (otherHTTPAddrs).
+		s.idMu.Lock()
+		others = otherHTTPAddrs(s.identity)
+		s.idMu.Unlock()
 	}
 	if len(others) == 0 {
 		return cluster.Record{}, 0, cluster.ErrNotReady
@@ -301,8 +309,8 @@ func (s *Server) readThroughPeer(ctx context.Context) (cluster.Record, uint64, e
 	start := int(s.fallbackNext.Add(1))
 	var last error
 	for i := range others {
-		m := others[(start+i)%len(others)]
-		n, err := client.NewAdmin(m.HTTPAddr, nil).Nodes(ctx)
+		addr := others[(start+i)%len(others)]
+		n, err := client.NewAdmin(addr, nil).Nodes(ctx)
 		if err != nil {
 			last = err
 			continue
@@ -345,9 +353,18 @@ func (s *Server) membersChanged(rec cluster.Record) {
 		s.markRemoved(fmt.Errorf("%w: node %d is %s", cluster.ErrRemoved, me.ID, me.State))
 		return
 	}
-	if peers := rec.Peers(); !maps.Equal(peers, s.identity.Peers) {
+	https := map[uint64]string{}
+	for _, m := range rec.Members {
+		if m.ID != s.identity.NodeID && !m.State.Gone() && m.HTTPAddr != "" {
+			https[m.ID] = m.HTTPAddr
+		}
+	}
+	s.idMu.Lock()
+	same := maps.Equal(rec.Peers(), s.identity.Peers) && maps.Equal(https, s.identity.HTTPAddrs)
+	s.idMu.Unlock()
+	if peers := rec.Peers(); !same {
 		s.idMu.Lock()
-		s.identity.Peers = peers
+		s.identity.Peers, s.identity.HTTPAddrs = peers, https
 		id := s.identity
 		s.idMu.Unlock()
 		if err := saveIdentity(s.eng, id); err != nil {
@@ -396,4 +413,18 @@ func (s *Server) goBG(f func()) {
 func removedError(id uint64) error {
 	return fmt.Errorf("server: node %d was removed from the cluster (its data dir says so) and cannot rejoin; "+
 		"start a new node with a new --node-id and an empty --data-dir", id)
+}
+
+// otherHTTPAddrs lists the other members' client addresses id persisted,
+// in id order.
+func otherHTTPAddrs(id identity) []string {
+	ids := slices.Sorted(maps.Keys(id.HTTPAddrs))
+	var out []string
+	for _, n := range ids {
+		if n == id.NodeID || id.HTTPAddrs[n] == "" {
+			continue
+		}
+		out = append(out, id.HTTPAddrs[n])
+	}
+	return out
 }

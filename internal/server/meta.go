@@ -15,7 +15,13 @@ type identity struct {
 	NodeID      uint64            `json:"node_id"`
 	Replication int               `json:"replication"`
 	Peers       map[uint64]string `json:"peers"`
-	Map         shard.Map         `json:"map"`
+	// HTTPAddrs are the other members' client addresses as last read
+	// from the membership record (or the join answer), so that a node
+	// restarted before its own read of the record succeeds — one whose
+	// replicas were replaced while it was down — can read it through
+	// another member and learn it was removed.
+	HTTPAddrs map[uint64]string `json:"http_addrs,omitempty"`
+	Map       shard.Map         `json:"map"`
 	// Joined: the node joined a running cluster (--join) rather than
 	// bootstrapping one; it never writes the membership record from its
 	// peers.

@@ -336,6 +336,9 @@ func (s *Store) runChange(ctx context.Context, c MemberChange) error {
 	}
 }
 
+// peerPoll is how often createRemote looks for an unknown destination.
+const peerPoll = 100 * time.Millisecond
+
 // createRemote asks node to (or this node) to create the empty replica d
 // describes.
 func (s *Store) createRemote(ctx context.Context, to uint64, d shard.Descriptor) error {
@@ -347,6 +350,17 @@ func (s *Store) createRemote(ctx context.Context, to uint64, d shard.Descriptor)
 	}
 	req := &wire.Request{Kind: wire.KindCreateReplica, Sender: s.cfg.NodeID, ShardID: d.ID, Command: d.Marshal()}
 	resp, err := s.tr.Request(ctx, to, req)
+	// A node that just joined may not be in this node's address book yet
+	// (it reads the membership record about once a second): wait for it
+	// (Config.PeerWait) before calling the destination unknown.
+	for wait := time.Now().Add(s.cfg.PeerWait); errors.Is(err, transport.ErrUnknownPeer) && time.Now().Before(wait); {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(peerPoll):
+		}
+		resp, err = s.tr.Request(ctx, to, req)
+	}
 	if errors.Is(err, transport.ErrUnknownPeer) {
 		return fmt.Errorf("%w: node %d is not a known peer", ErrBadChange, to)
 	}

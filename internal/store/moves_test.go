@@ -288,3 +288,41 @@ func TestMoveIdempotentAndBadRequests(t *testing.T) {
 		}
 	}
 }
+
+// A move to a node the shard's leader has not learned the address of yet
+// (it just joined; the leader reads the membership record about once a
+// second) waits for it (Config.PeerWait) instead of failing with
+// ErrBadChange, and completes once the address is known.
+func TestMoveWaitsForAJustJoinedPeer(t *testing.T) {
+	c := newMoveCluster(t, 4)
+	for id := uint64(1); id <= 3; id++ {
+		c.nodes[id].tr.RemovePeer(4)
+	}
+	lead := c.shardLeader()
+	var from uint64
+	for id, n := range c.nodes {
+		if n != lead && id != 4 {
+			from = id
+		}
+	}
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		done <- lead.st.MoveReplica(ctx, 1, from, 4)
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the move ended before node 4 was known: %v", err)
+	case <-time.After(300 * time.Millisecond): // the move meets the unknown peer meanwhile
+	}
+	for id := uint64(1); id <= 3; id++ {
+		if err := c.nodes[id].tr.SetPeer(4, c.peers[4]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("move: %v", err)
+	}
+	c.waitDesc(4, "node 4 a voter", func(d shard.Descriptor) bool { return d.IsVoter(4) && !d.HasReplica(from) })
+}

@@ -45,7 +45,7 @@ func (c *grpcCluster) start(id uint64, fresh bool) {
 	// 50 ms ticks (an election timeout of 500 ms): shorter ones let a
 	// loaded machine (the race detector, parallel packages) churn leaders.
 	cfg := Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 50 * time.Millisecond,
-		BalanceInterval: -1, SickThreshold: -1, OrphanInterval: 100 * time.Millisecond, SnapshotChunk: testChunk, Logger: quiet,
+		BalanceInterval: -1, SickThreshold: -1, OrphanInterval: 100 * time.Millisecond, PeerWait: 2 * time.Second, SnapshotChunk: testChunk, Logger: quiet,
 		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}
 	if c.tune != nil {
 		c.tune(&cfg)

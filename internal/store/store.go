@@ -62,6 +62,13 @@ type Config struct {
 	// SplitCheckInterval: how often the leaders' sizes are checked.
 	// Default 30s.
 	SplitCheckInterval time.Duration
+	// PeerWait: how long a replica move waits for its destination to
+	// become a known peer of the shard's leader. A node that just joined
+	// is known at once to the node that admitted it, but the others learn
+	// its address from the membership record, which they read about once
+	// a second; a move asked in between must not fail for that. Default
+	// 5s; negative: do not wait.
+	PeerWait time.Duration
 	// Replica holds per-replica tuning (truncation, pending bounds); its
 	// identity fields are filled by the store.
 	Replica replica.Config
@@ -99,6 +106,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.SplitCheckInterval == 0 {
 		c.SplitCheckInterval = 30 * time.Second
+	}
+	if c.PeerWait == 0 {
+		c.PeerWait = 5 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

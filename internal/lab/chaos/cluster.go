@@ -51,6 +51,13 @@ type Cluster struct {
 	corrupt map[int]corruption
 	// newShards are the shards split faults made (under notesMu).
 	newShards []uint64
+	// retired are the nodes that left the cluster for good (decommissioned
+	// or declared dead): the run's final healing does not start them again
+	// and the convergence check skips them; under notesMu.
+	retired map[int]bool
+	// settled is when the work a fault started (a join's rebalance, a
+	// drain) was seen done, until runSteps takes it; under notesMu.
+	settled time.Time
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {

@@ -43,6 +43,13 @@ type Config struct {
 	Preload PreloadConfig
 	// Secure: see ClusterConfig.Secure. Default false.
 	Secure bool
+	// TransferLimit, when above 0, is set as the cluster's transfer limit
+	// (concurrent replica moves touching one node, 1 to 64) right after
+	// the start, through the admin settings call; default 0: the nodes'
+	// own default.
+	TransferLimit int
+	// Shards at bootstrap, a count; default 0: one per node.
+	Shards int
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -70,6 +77,12 @@ func (c Config) EnsureDefaults() Config {
 func (c Config) Validate() error {
 	if err := (ClusterConfig{Bin: c.Bin, Nodes: c.Nodes, Dir: c.Dir, Partitions: c.Partitions}).Validate(); err != nil {
 		return err
+	}
+	if c.Shards < 0 {
+		return fmt.Errorf("%w: Shards %d: want 0 (one per node) or more", ErrInvalidConfig, c.Shards)
+	}
+	if c.TransferLimit < 0 || c.TransferLimit > 64 {
+		return fmt.Errorf("%w: TransferLimit %d: want 0 (the nodes' default) to 64", ErrInvalidConfig, c.TransferLimit)
 	}
 	if c.Duration <= 0 {
 		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)

@@ -52,6 +52,15 @@ type FaultResult struct {
 	// operations invoked while the fault lasted (0: none).
 	P99DuringMs float64 `json:"p99_during_ms"`
 	Baseline    float64 `json:"baseline"`
+	// SettledMs is when the work the fault started was seen done (a
+	// join's rebalance, a drain, a dead node's replicas rebuilt), from the
+	// run's start; 0 when the fault does not track it or it was not seen
+	// before healing. P99SettlingMs and ThroughputSettling are the p99
+	// latency of the register operations invoked, and the mean ops/s,
+	// from the injection to then.
+	SettledMs          int64   `json:"settled_ms,omitempty"`
+	P99SettlingMs      float64 `json:"p99_settling_ms,omitempty"`
+	ThroughputSettling float64 `json:"throughput_settling,omitempty"`
 	// TargetLeadsBefore and TargetLeadsEnd count the shards the target
 	// node led just before the injection and just before healing, as the
 	// other nodes see it (-1: unknown).
@@ -85,8 +94,11 @@ type Result struct {
 	Ops             int     `json:"ops"`
 	// Throughput is the run's mean operations per second and P99Ms the
 	// 99th percentile latency of all its operations.
-	Throughput    float64  `json:"throughput"`
-	P99Ms         float64  `json:"p99_ms"`
+	Throughput float64 `json:"throughput"`
+	P99Ms      float64 `json:"p99_ms"`
+	// P99BeforeMs is the p99 latency of the register operations invoked
+	// before the first fault, after a 2 s warm-up (the steady p99; 0: none).
+	P99BeforeMs   float64  `json:"p99_before_ms,omitempty"`
 	Linearizable  bool     `json:"linearizable"`
 	CheckTimedOut bool     `json:"check_timed_out,omitempty"`
 	LostWrites    int      `json:"lost_writes"`
@@ -136,11 +148,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions,
-		Secure: cfg.Secure})
+		Secure: cfg.Secure, Shards: cfg.Shards})
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	if cfg.TransferLimit > 0 {
+		if err := c.setTransferLimit(cfg.TransferLimit); err != nil {
+			return nil, err
+		}
+		logf("transfer limit %d", cfg.TransferLimit)
+	}
 	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", c.Size(), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
 	var preloaded uint64
 	if p := cfg.Preload; p.Keys > 0 {
@@ -169,9 +187,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	wait()
 	// Heal anything still injected, then let the cluster settle.
 	for i := range c.Size() {
+		if c.isRetired(i + 1) { // left the cluster for good
+			continue
+		}
 		c.Resume(i + 1)
 		_ = c.Start(i + 1)
 		_ = c.admin(i+1, func(ctx context.Context, a *client.Admin) error { return a.HealFaults(ctx) })
+	}
+	for _, x := range c.extraNodes() {
+		if !c.isRetired(x.id) {
+			_ = c.startNode(x.id)
+		}
 	}
 	elapsed := time.Since(start)
 	if err := c.WaitReady(30 * time.Second); err != nil {
@@ -182,8 +208,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if preloaded == 0 {
 		res.ValueSize = 0
 	}
-	hashes := func(i int) ([]checker.ShardHash, error) { return c.Hashes(i) }
-	if err := checkRun(res, rec, elapsed, cfg.Dir, c.Endpoints(), c.clientOptions, c.Size(), hashes, logf); err != nil {
+	// Every node the run started, those that left the cluster reporting
+	// no replica (c.hashesOf).
+	if err := checkRun(res, rec, elapsed, cfg.Dir, c.Endpoints(), c.clientOptions, len(c.allNodes()), c.hashesOf, logf); err != nil {
 		return nil, err
 	}
 	res.Backups = checkBackups(ctx, c, rec, start, logf)
@@ -231,6 +258,9 @@ func runSteps(ctx context.Context, c *Cluster, steps []Step, start time.Time, lo
 			fr.Error = err.Error()
 		}
 		fr.EndMs = time.Since(start).Milliseconds()
+		if t := c.takeSettled(); !t.IsZero() {
+			fr.SettledMs = t.Sub(start).Milliseconds()
+		}
 		if m, ok := c.takeMem(node); ok {
 			fr.PeakMemoryBytes, fr.MemoryLimitBytes, fr.LimitHits, fr.OOMKills, fr.Restarted = m.peak, m.limit, m.hits, m.ooms, m.restarted
 		}
@@ -307,6 +337,7 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 	if nb > 0 {
 		base /= float64(nb)
 	}
+	res.P99BeforeMs = p99Between(rec.history, 2e9, first*1e6)
 	for i := range res.Faults {
 		f := &res.Faults[i]
 		f.Baseline = base
@@ -356,6 +387,10 @@ func measureFaults(res *Result, rec *recorder, start time.Time) {
 		}
 		f.HalfBaselineMs = halfBaseline(series, f.StartMs, f.EndMs, base)
 		f.P99DuringMs = p99Between(rec.history, f.StartMs*1e6, f.EndMs*1e6)
+		if f.SettledMs > f.StartMs {
+			f.P99SettlingMs = p99Between(rec.history, f.StartMs*1e6, f.SettledMs*1e6)
+			f.ThroughputSettling = meanThroughput(series, f.StartMs, f.SettledMs)
+		}
 	}
 	sort.SliceStable(res.Faults, func(a, b int) bool { return res.Faults[a].StartMs < res.Faults[b].StartMs })
 }

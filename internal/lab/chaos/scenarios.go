@@ -74,7 +74,20 @@ var Scenarios = map[string]Scenario{
 		}},
 	"add-node": {Description: "a 4th node joins through node 1 under load (cairn serve --join); the balancer moves a share of the replicas onto it; the checks run as usual and the run reports its share", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
-			return []Step{{Fault: joinFault{}, Target: "node:1", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
+			at := max(5*time.Second, d/4) // a steady baseline before the join
+			return []Step{{Fault: &joinFault{}, Target: "node:1", At: at, For: max(d-at-5*time.Second, 20*time.Second)}}
+		}},
+	"decommission": {Description: "a 4th node joins, then node 1 is decommissioned under load (the admin call) and drains: it must end with no replica, out of the members, and exit", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: &decommissionFault{}, Target: "node:1", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
+		}},
+	"replace-dead": {Description: "kill -9 a follower of shard 1, declare it dead (node remove --dead) and join a new node: every shard must get its full replica count back on live nodes", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: &replaceDeadFault{}, Target: "follower", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)}}
+		}},
+	"kill-during-move": {Description: "move the replica of shard 1 on its leader to a new node (rebalancing off, snapshots at 256 KiB/s), kill -9 the source as soon as the learner is added and the destination 1 s later, restart both: the move finishes or rolls back, every shard keeps a quorum and its replicas match its descriptor", MinDuration: 30 * time.Second,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: &killMoveFault{}, Target: "leader", At: 5 * time.Second, For: 10 * time.Second}}
 		}},
 	"split": {Description: "split shards repeatedly under load (POST /v1/admin/shards/{id}/split, the widest shard each time, through node 1, 2, 3 in turn, 6 splits 3 s apart; the fourth while node 2 is down after a kill -9, restarted 5 s later); the new halves start on the same replicas with no data copied, writes in flight are retried on the right half, and the killed node applies the split it missed from its log", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/cairn-db/cairn/internal/lab/checker"
+	"github.com/cairn-db/cairn/internal/lab/result"
 )
 
 // Wilson is the 95 % Wilson score interval of a pass rate of k passes in
@@ -68,4 +69,21 @@ func p99Between(history []checker.Op, fromNs, toNs int64) float64 {
 	}
 	sort.Float64s(lat)
 	return lat[int(math.Ceil(0.99*float64(len(lat))))-1]
+}
+
+// meanThroughput is the mean ops/s of the series' seconds that end after
+// fromMs and by toMs (0: none).
+func meanThroughput(series []result.Point, fromMs, toMs int64) float64 {
+	var sum float64
+	n := 0
+	for _, p := range series {
+		if ms := int64(p.Second) * 1000; ms > fromMs && ms <= toMs {
+			sum += p.Throughput
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
