@@ -105,7 +105,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
-				WatchHistory: watchHistory,
+				WatchHistory:   watchHistory,
 			})
 			if err != nil {
 				return err
