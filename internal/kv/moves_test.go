@@ -25,43 +25,13 @@ func TestMoveUnderLoadThroughCoordinators(t *testing.T) {
 			t.Fatalf("node %d holds no replica of shard 1", id)
 		}
 	}
-	var mu sync.Mutex
-	acked := map[string]string{}
-	var failures []error
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := uint64(1); w <= 4; w++ {
-		wg.Add(1)
-		go func(w uint64) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k := keyOf(c.m, 1, fmt.Sprintf("w%d-%d-", w, i))
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, err := c.nodes[w].coord.Put(ctx, k, k, kv.WriteOptions{})
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failures = append(failures, err)
-				} else {
-					acked[string(k)] = string(k)
-				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}(w)
-	}
+	stopWriters := loadWriters(c, []uint64{1, 2, 3, 4}, 1)
 	time.Sleep(100 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	d, err := c.nodes[4].coord.MoveReplica(ctx, 1, 1, 4)
 	cancel()
 	time.Sleep(200 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	acked, failures := stopWriters()
 	if err != nil {
 		t.Fatalf("move: %v", err)
 	}
@@ -148,5 +118,47 @@ func TestReadOfARemovedReplicaIsRefused(t *testing.T) {
 	got, err := c.nodes[1].coord.Get(ctx5(t), k, kv.ReadOptions{})
 	if err != nil || string(got.Data) != string(k) {
 		t.Fatalf("read through node 1 after the move: %q %v", got.Data, err)
+	}
+}
+
+// loadWriters keeps one writer per node in nodes putting fresh keys of
+// shard into c through that node's coordinator, a millisecond apart,
+// until stop, which returns the acknowledged keys (each its own value)
+// and the failed writes.
+func loadWriters(c *tcluster, nodes []uint64, shard uint64) (stop func() (acked map[string]string, failures []error)) {
+	var mu sync.Mutex
+	acked := map[string]string{}
+	var failures []error
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, w := range nodes {
+		wg.Add(1)
+		go func(w uint64) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				k := keyOf(c.m, shard, fmt.Sprintf("w%d-%d-", w, i))
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, _, err := c.nodes[w].coord.Put(ctx, k, k, kv.WriteOptions{})
+				cancel()
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					acked[string(k)] = string(k)
+				}
+				mu.Unlock()
+				time.Sleep(time.Millisecond)
+			}
+		}(w)
+	}
+	return func() (map[string]string, []error) {
+		close(done)
+		wg.Wait()
+		return acked, failures
 	}
 }

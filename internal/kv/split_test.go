@@ -2,8 +2,6 @@ package kv_test
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,36 +19,7 @@ func TestSplitUnderLoadThroughCoordinators(t *testing.T) {
 	if c.nodes[4].st.Replica(1) != nil {
 		t.Fatal("node 4 holds a replica of shard 1: the test needs one that does not")
 	}
-	var mu sync.Mutex
-	acked := map[string]string{}
-	var failures []error
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for w := uint64(1); w <= 4; w++ {
-		wg.Add(1)
-		go func(w uint64) {
-			defer wg.Done()
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
-				k := keyOf(c.m, 1, fmt.Sprintf("w%d-%d-", w, i))
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, err := c.nodes[w].coord.Put(ctx, k, k, kv.WriteOptions{})
-				cancel()
-				mu.Lock()
-				if err != nil {
-					failures = append(failures, err)
-				} else {
-					acked[string(k)] = string(k)
-				}
-				mu.Unlock()
-				time.Sleep(time.Millisecond)
-			}
-		}(w)
-	}
+	stopWriters := loadWriters(c, []uint64{1, 2, 3, 4}, 1)
 	time.Sleep(300 * time.Millisecond)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -67,8 +36,7 @@ func TestSplitUnderLoadThroughCoordinators(t *testing.T) {
 		t.Fatalf("second split: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	close(stop)
-	wg.Wait()
+	acked, failures := stopWriters()
 	if len(failures) > 0 {
 		t.Fatalf("%d writes failed during the splits, first: %v", len(failures), failures[0])
 	}
