@@ -264,6 +264,10 @@ func (ws *watchStream) cancelWatch(id int64) {
 func (w *watcher) progressRev() uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	return w.progressRevLocked()
+}
+
+func (w *watcher) progressRevLocked() uint64 {
 	var rev uint64
 	for i, id := range w.shards {
 		if r := w.rev[id]; i == 0 || r < rev {
@@ -273,8 +277,14 @@ func (w *watcher) progressRev() uint64 {
 	return rev
 }
 
+// sendProgress sends w's progress. It holds w.mu while it sends, as pump
+// does while it sends events and moves w.rev on, so a progress answer
+// never reports a revision whose events are still to come, nor one below
+// events already sent.
 func (ws *watchStream) sendProgress(w *watcher) {
-	if rev := w.progressRev(); rev > 0 && w.ctx.Err() == nil {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if rev := w.progressRevLocked(); rev > 0 && w.ctx.Err() == nil {
 		ws.send(&pb.WatchResponse{Header: ws.s.header(rev), WatchId: w.id})
 	}
 }
@@ -343,12 +353,15 @@ func (ws *watchStream) pump(w *watcher, id, from uint64) {
 				evs = append(evs, w.event(e))
 			}
 		}
-		if len(evs) > 0 && !ws.send(&pb.WatchResponse{Header: ws.s.header(page.Next - 1), WatchId: w.id, Events: evs}) {
+		w.mu.Lock() // with the send: see sendProgress
+		sent := len(evs) == 0 || ws.send(&pb.WatchResponse{Header: ws.s.header(page.Next - 1), WatchId: w.id, Events: evs})
+		if sent {
+			w.rev[id] = max(w.rev[id], page.Next-1)
+		}
+		w.mu.Unlock()
+		if !sent {
 			return
 		}
-		w.mu.Lock()
-		w.rev[id] = max(w.rev[id], page.Next-1)
-		w.mu.Unlock()
 		if page.Next > from {
 			from = page.Next
 			continue // there may be more: read again before waiting
