@@ -32,9 +32,6 @@ func (s *Server) checkKey(key []byte) error {
 	if len(key) > s.cfg.MaxKeySize {
 		return status.Errorf(codes.InvalidArgument, "cairn: key of %d bytes, over the %d-byte limit", len(key), s.cfg.MaxKeySize)
 	}
-	if key[0] == 0 {
-		return status.Error(codes.InvalidArgument, "cairn: keys beginning with byte 0x00 are reserved")
-	}
 	return nil
 }
 

@@ -31,8 +31,8 @@ type leaseServer struct {
 // ownerClock is the clock of the shard owning lease id's record as this
 // node's replica has applied it (0: no replica here).
 func (s *Server) ownerClock(id int64) time.Duration {
-	sh := s.b.WatchShards(leaseKey(id), nil)
-	if c, ok := s.b.ShardClock(sh[0]); ok {
+	sh := s.sys.WatchShards(leaseKey(id), nil)
+	if c, ok := s.sys.ShardClock(sh[0]); ok {
 		return c
 	}
 	return 0
@@ -55,7 +55,7 @@ func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (
 			id = rand.Int64N(1<<62) + 1
 		}
 		rec := leaseRecord{TTL: ttl, RenewedAt: s.ownerClock(id)}
-		_, _, err := s.b.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfAbsent})
+		_, _, err := s.sys.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfAbsent})
 		switch {
 		case errors.Is(err, kv.ErrPreconditionFailed) && r.ID != 0:
 			return nil, rpctypes.ErrGRPCLeaseExist
@@ -165,7 +165,7 @@ func (l *leaseServer) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest)
 func (s *Server) eachLease(ctx context.Context, cons kv.Consistency, fn func(id int64, e kv.Entry)) error {
 	opts := kv.ListOptions{Prefix: leasePrefix, Limit: kv.MaxListLimit, Consistency: cons}
 	for {
-		page, err := s.b.List(ctx, opts)
+		page, err := s.sys.List(ctx, opts)
 		if err != nil {
 			return err
 		}

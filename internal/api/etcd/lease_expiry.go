@@ -72,8 +72,8 @@ func (s *Server) expireOnce(seen map[int64]leaseSeen) {
 	present := map[int64]bool{}
 	owners := map[uint64]bool{}
 	err := s.eachLease(ctx, kv.Serializable, func(id int64, e kv.Entry) {
-		sh := s.b.WatchShards(e.Key, nil)[0]
-		clock, leads := s.b.LeaderClock(sh)
+		sh := s.sys.WatchShards(e.Key, nil)[0]
+		clock, leads := s.sys.LeaderClock(sh)
 		if !leads {
 			return
 		}
@@ -102,7 +102,7 @@ func (s *Server) expireOnce(seen map[int64]leaseSeen) {
 		}
 	}
 	for sh := range owners {
-		s.b.StampClock(sh)
+		s.sys.StampClock(sh)
 	}
 	for _, d := range expired {
 		ok, err := s.revoke(ctx, d.id, int64(d.renewals))

@@ -102,7 +102,11 @@ func decodeLease(b []byte) (leaseRecord, error) {
 // readLease reads lease id linearizably; ok is false when it does not
 // exist.
 func (s *Server) readLease(ctx context.Context, id int64) (rec leaseRecord, version uint64, ok bool, err error) {
-	v, ok, err := s.current(ctx, leaseKey(id))
+	v, err := s.sys.Get(ctx, leaseKey(id), kv.ReadOptions{Consistency: kv.Linearizable})
+	ok = err == nil
+	if errors.Is(err, kv.ErrNotFound) {
+		err = nil
+	}
 	if err != nil || !ok {
 		return leaseRecord{}, 0, false, err
 	}
@@ -128,7 +132,7 @@ func (s *Server) updateLease(ctx context.Context, id int64, f func(*leaseRecord)
 		if err := f(&rec); err != nil {
 			return rec, err
 		}
-		_, _, err = s.b.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+		_, _, err = s.sys.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
 		if errors.Is(err, kv.ErrPreconditionFailed) {
 			continue
 		}
@@ -177,7 +181,7 @@ func (s *Server) revoke(ctx context.Context, id int64, renewals int64) (bool, er
 				return false, err
 			}
 		}
-		_, err = s.b.Delete(ctx, leaseKey(id), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+		_, err = s.sys.Delete(ctx, leaseKey(id), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
 		switch {
 		case errors.Is(err, kv.ErrPreconditionFailed):
 			continue // a key was attached, or the lease renewed: again

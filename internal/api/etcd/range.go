@@ -23,14 +23,9 @@ const maxRangeBytes = 64 << 20
 var errRangeTooLarge = status.Error(codes.ResourceExhausted,
 	"cairn: the range holds more than 64 MiB of keys and values; ask for fewer keys (limit, keys_only) and page with the last key (see docs/etcd-api.md)")
 
-// span is the key range a request names, in Cairn's terms: [from, to), to
-// nil for no end. Keys beginning with byte 0x00 are Cairn's own and never
-// listed.
+// span is the key range a request names: [from, to), to nil for no end.
 func span(key, rangeEnd []byte) (from, to []byte) {
 	from = key
-	if bytes.Compare(from, []byte{1}) < 0 {
-		from = []byte{1}
-	}
 	if !bytes.Equal(rangeEnd, []byte{0}) {
 		to = rangeEnd
 	}

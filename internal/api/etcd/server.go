@@ -110,7 +110,9 @@ func (c Config) Validate() error {
 
 // Server serves the etcd v3 API over a Backend.
 type Server struct {
-	b   Backend
+	// b is the etcd key space (keyspace.go); sys is the node's whole key
+	// space, which the lease records live in.
+	b, sys Backend
 	cfg Config
 	g   *grpc.Server
 	// done is closed by Stop: watch streams end (Unavailable) rather
@@ -128,7 +130,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	s := &Server{b: b, cfg: cfg, done: make(chan struct{})}
+	s := &Server{b: userSpace{b}, sys: b, cfg: cfg, done: make(chan struct{})}
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(cfg.MaxKeySize + cfg.MaxValueSize + 64<<10),
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),

@@ -168,9 +168,6 @@ func (ws *watchStream) create(cr *pb.WatchCreateRequest) {
 	case cr.StartRevision < 0:
 		ws.refuse("cairn: negative start revision")
 		return
-	case len(cr.RangeEnd) == 0 && cr.Key[0] == 0:
-		ws.refuse("cairn: keys beginning with byte 0x00 are reserved")
-		return
 	case len(cr.RangeEnd) > 0:
 		w.end = cr.RangeEnd
 	}
@@ -305,8 +302,8 @@ func (ws *watchStream) tick(w *watcher) {
 
 // matches reports whether w reports a change of key.
 func (w *watcher) matches(key []byte, del bool) bool {
-	if len(key) == 0 || key[0] == 0 || (del && w.noDelete) || (!del && w.noPut) {
-		return false // keys beginning with 0x00 are Cairn's own
+	if len(key) == 0 || (del && w.noDelete) || (!del && w.noPut) {
+		return false
 	}
 	if w.end == nil {
 		return bytes.Equal(key, w.key)
