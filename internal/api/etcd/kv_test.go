@@ -75,8 +75,8 @@ func TestBadRequests(t *testing.T) {
 	s, f := newTestServer(t)
 	k := &kvServer{s: s}
 	cases := map[string]func() error{
-		"empty key":    func() error { _, err := k.Put(ctx, &pb.PutRequest{Value: []byte("v")}); return err },
-		"long key":     func() error { _, err := k.Put(ctx, &pb.PutRequest{Key: make([]byte, 5000)}); return err },
+		"empty key": func() error { _, err := k.Put(ctx, &pb.PutRequest{Value: []byte("v")}); return err },
+		"long key":  func() error { _, err := k.Put(ctx, &pb.PutRequest{Key: make([]byte, 5000)}); return err },
 		"big value": func() error {
 			_, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: make([]byte, 9<<20)})
 			return err

@@ -113,8 +113,8 @@ type Server struct {
 	// b is the etcd key space (keyspace.go); sys is the node's whole key
 	// space, which the lease records live in.
 	b, sys Backend
-	cfg Config
-	g   *grpc.Server
+	cfg    Config
+	g      *grpc.Server
 	// done is closed by Stop: watch streams end (Unavailable) rather
 	// than hold the graceful stop.
 	done     chan struct{}
