@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Every package but the integration tests (those run real processes).
 PKGS     = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd bench-entity docker-image docker-test rules-test
+.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd bench-entity docker-image docker-test rules-test etcd-benchmark bench-etcd-tool
 
 all: build
 
@@ -100,3 +100,14 @@ bench-vs-etcd: build
 # connections, replicas=2/3 and 3/3.
 bench-entity: build
 	scripts/bench-entity.sh
+
+# etcd's own benchmark tool, built from etcd's Go modules (the module proxy
+# serves go.etcd.io/etcd/v3) by a module of its own, tools/etcd-benchmark,
+# so Cairn's module never depends on etcd's server.
+etcd-benchmark:
+	cd tools/etcd-benchmark && $(GO) build -o ../../bin/etcd-benchmark go.etcd.io/etcd/v3/tools/benchmark
+
+# etcd's benchmark tool against etcd and Cairn, 3 and 5 nodes; writes
+# docs/benchmarks/etcd-tool/.
+bench-etcd-tool: build etcd-benchmark
+	scripts/bench-etcd-tool.sh

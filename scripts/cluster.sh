@@ -1,14 +1,14 @@
 # Shell helpers for the scripts that run a local three-node Cairn cluster
 # (ab.sh, bench-vs-etcd.sh, smoke.sh). Source it; it defines functions only.
 
-# cairn_cluster_start BIN BASE DIR [serve flags…]: starts nodes 1-3 with
-# HTTP on 127.0.0.1:BASE..BASE+2 and peers on BASE+1000..BASE+1002, data
-# and logs under DIR; their pids are appended to CLUSTER_PIDS.
+# cairn_cluster_start BIN BASE DIR [serve flags…]: starts nodes 1-3 (1 to
+# $NODES_N when set) with HTTP on 127.0.0.1:BASE.. and peers on BASE+1000..,
+# data and logs under DIR; their pids are appended to CLUSTER_PIDS.
 cairn_cluster_start() {
   local bin=$1 base=$2 dir=$3 peers="" i
   shift 3
-  for i in 1 2 3; do peers+="$i=127.0.0.1:$((base + 999 + i)),"; done
-  for i in 1 2 3; do
+  for i in $(seq 1 "${NODES_N:-3}"); do peers+="$i=127.0.0.1:$((base + 999 + i)),"; done
+  for i in $(seq 1 "${NODES_N:-3}"); do
     "$bin" serve --node-id "$i" --http-addr "127.0.0.1:$((base + i - 1))" \
       --peer-addr "127.0.0.1:$((base + 999 + i))" --initial-cluster "${peers%,}" \
       --data-dir "$dir/cairn-$i" "$@" >"$dir/cairn-$i.log" 2>&1 &
