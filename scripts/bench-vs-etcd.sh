@@ -6,6 +6,7 @@
 #   make bench-vs-etcd                  # writes docs/benchmarks/vs-etcd/
 #   DURATION=30s OUT=/tmp/r make bench-vs-etcd
 #   CASES="put-1 put-1000" OUT=/tmp/r scripts/bench-vs-etcd.sh   # some cases only
+#   ETCD_TOOL=0 ...   # without the runs of etcd's own benchmark tool (scripts/bench-etcd-tool.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cluster.sh
@@ -159,3 +160,22 @@ done
   echo '```'
 } > "$OUT/machine.md"
 echo "report: $OUT/report.md"
+
+# etcd's own benchmark tool drives both systems too (3 and 5 nodes), once
+# the clusters above are stopped; its table joins the report.
+if [ "${ETCD_TOOL:-1}" = 1 ]; then
+  cleanup
+  trap - EXIT INT TERM
+  OUT="$OUT/etcd-tool" CAIRN="$CAIRN" ETCD_BASE="$ETCD_BASE" CAIRN_BASE="$CAIRN_BASE" scripts/bench-etcd-tool.sh
+  if [ -s "$OUT/etcd-tool/report.md" ]; then
+    {
+      echo
+      echo "## Driven by etcd's own benchmark tool"
+      echo
+      echo "The same cases driven by etcd's benchmark tool instead of \`cairn bench\`"
+      echo "([etcd-tool/report.md](etcd-tool/report.md) has the commands):"
+      echo
+      sed -n '/^| nodes | case | system/,/^$/p' "$OUT/etcd-tool/report.md"
+    } >>"$OUT/report.md"
+  fi
+fi
