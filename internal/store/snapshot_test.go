@@ -154,8 +154,18 @@ func TestSnapshotOverGRPCInChunks(t *testing.T) {
 			lead = c.leader()
 		}
 	}
-	if first, _ := lead.st.Replica(1).LogBounds(); first <= raftlog.InitIndex+1 {
-		t.Fatalf("the leader's log was not truncated (first index %d)", first)
+	// Both running nodes must have cut their logs: leadership can move
+	// while node 3 comes back (a loaded machine misses heartbeats), and a
+	// leader holding the whole log would send node 3 entries, not a
+	// snapshot.
+	for _, i := range []uint64{1, 2} {
+		wait := time.Now().Add(20 * time.Second)
+		for first, _ := c.nodes[i].st.Replica(1).LogBounds(); first <= raftlog.InitIndex+1; first, _ = c.nodes[i].st.Replica(1).LogBounds() {
+			if time.Now().After(wait) {
+				t.Fatalf("node %d's log was not truncated (first index %d)", i, first)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 	c.start(3, false)
 	follower := c.nodes[3].st.Replica(1)
