@@ -12,6 +12,7 @@ import (
 func historyMachine(t *testing.T, retention int) *Machine {
 	m := testMachine(t)
 	m.hist.retention = uint64(retention)
+	m.versions.values = retention > 0
 	if err := m.OpenHistory(0); err != nil {
 		t.Fatal(err)
 	}

@@ -128,6 +128,7 @@ func Open(cfg Config) (*Machine, error) {
 	m.rng.Store(&tokenRange{cfg.Start, cfg.End})
 	m.versions.max = cfg.VersionCache
 	m.hist.retention = uint64(max(cfg.HistoryRetention, 0))
+	m.versions.values = m.hist.retention > 0
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
 	}
