@@ -12,11 +12,17 @@ import (
 // Unconditional puts of 256-byte values over 3334 keys, random, 64 to an
 // entry and 4 entries to a round: one replica's share of `cairn bench
 // --workload put` (10000 keys over three shards), with the change history
-// on (the default) and off.
+// on (the default) and off; and the same over 30000 keys, more than the
+// version cache holds.
 // go test -run - -bench ApplyOverwrites -benchtime 200000x ./internal/statemachine
 func BenchmarkApplyOverwrites(b *testing.B) {
-	for _, history := range []int{-1, 0} {
-		b.Run(fmt.Sprintf("history=%v", history == 0), func(b *testing.B) {
+	for _, c := range []struct{ keys, history int }{{3334, -1}, {3334, 0}, {30000, -1}, {30000, 0}} {
+		history, keys := c.history, c.keys
+		name := fmt.Sprintf("history=%v", history == 0)
+		if keys != 3334 {
+			name = fmt.Sprintf("keys=%d/%s", keys, name)
+		}
+		b.Run(name, func(b *testing.B) {
 			eng, err := storage.Open(b.TempDir(), storage.Options{CacheSize: 64 << 20})
 			if err != nil {
 				b.Fatal(err)
@@ -40,7 +46,7 @@ func BenchmarkApplyOverwrites(b *testing.B) {
 					entries[e] = entries[e][:0]
 					for j := 0; j < 64 && i < b.N; j, i = j+1, i+1 {
 						r.Read(val[:8])
-						c := wire.Command{RequestID: fmt.Appendf(nil, "id%d", i), Op: wire.OpPut, Key: fmt.Appendf(nil, "%08d", r.Intn(3334)), Value: val}
+						c := wire.Command{RequestID: fmt.Appendf(nil, "id%d", i), Op: wire.OpPut, Key: fmt.Appendf(nil, "%08d", r.Intn(keys)), Value: val}
 						entries[e] = append(entries[e], c.Marshal())
 					}
 					if len(entries[e]) > 0 {
