@@ -78,11 +78,13 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	var curData []byte // the current value, read only for the history
 	history := m.hist.retention > 0
 	looked := !unconditionalPut || answers || m.clock.indexed || history
+	haveData := false // curData is the current value (nil: absent)
 	if looked {
 		var known bool
 		// The history needs the value replaced, unless the (exact)
-		// cache knows the key is absent.
-		if curVersion, known = m.versions.get(cmd.Key); !known || m.clock.indexed || (history && curVersion != 0) {
+		// cache knows it, or knows the key is absent.
+		curVersion, curData, haveData, known = m.versions.get(cmd.Key)
+		if !known || m.clock.indexed || (history && curVersion != 0 && !haveData) {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:
@@ -92,8 +94,9 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 			case !errors.Is(err, storage.ErrNotFound):
 				panic("statemachine: apply read: " + err.Error())
 			default:
-				curVersion = 0
+				curVersion, curData = 0, nil
 			}
+			haveData = true
 		}
 	}
 	exists := curVersion != 0
@@ -131,13 +134,22 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	default:
 		res.Status = wire.StatusNotFound
 	}
+	// The key's value now: the put's, none after a delete, unchanged
+	// otherwise (curData, when it was read or cached).
+	switch {
+	case res.Status != wire.StatusOK:
+	case cmd.Op == wire.OpPut:
+		curData, haveData = cmd.Value, true
+	default:
+		curData, haveData = nil, true
+	}
 	if looked {
-		m.versions.put(cmd.Key, curVersion)
+		m.versions.put(cmd.Key, curVersion, curData, haveData)
 	} else {
 		// A replica that did not need the version does not cache it: an
 		// entry it holds is kept current, and a missing one costs a
 		// Pebble read only where it is needed.
-		m.versions.update(cmd.Key, curVersion)
+		m.versions.update(cmd.Key, curVersion, curData, haveData)
 	}
 	if len(cmd.RequestID) > 0 {
 		bucket := m.dedupBucket(m.clock.now)

@@ -21,6 +21,20 @@ type applyBatch struct {
 	// by bucket, set into ov when the next entry starts or at commit.
 	groups       map[uint64][]byte
 	shard, index uint64
+	// The round's history events (history.go), in the order of their
+	// keys, encoded one after the other in evBuf. Their keys sort after
+	// every other key a round writes (storage.HistoryKey's prefix is the
+	// highest), so commit writes them last, without the map and the sort.
+	evShard uint64
+	evBuf   []byte
+	evs     []eventRef
+}
+
+// eventRef places one history event of the round.
+type eventRef struct {
+	index    uint64
+	pos      uint32
+	off, end int // its encoding is evBuf[off:end]
 }
 
 func newApplyBatch(eng *storage.Engine) *applyBatch {
@@ -88,7 +102,31 @@ func (a *applyBatch) commit() error {
 			b.Delete([]byte(k))
 		}
 	}
+	var key []byte
+	for _, ev := range a.evs {
+		key = storage.AppendHistoryKey(key[:0], a.evShard, ev.index, ev.pos)
+		b.Set(key, a.evBuf[ev.off:ev.end]) // the batch copies both
+	}
 	return b.Commit(false)
+}
+
+// addEvent adds the history event at (index, pos) of shard; events come
+// in the order of their keys (and of one shard: a round is one shard's).
+func (a *applyBatch) addEvent(shard, index uint64, pos uint32, e *Event) {
+	a.evShard = shard
+	off := len(a.evBuf)
+	a.evBuf = appendEvent(a.evBuf, e)
+	a.evs = append(a.evs, eventRef{index: index, pos: pos, off: off, end: len(a.evBuf)})
+}
+
+// dropEventsThrough drops the round's events at or below index (a range
+// deletion of the round trims them).
+func (a *applyBatch) dropEventsThrough(index uint64) {
+	n := 0
+	for n < len(a.evs) && a.evs[n].index <= index {
+		n++
+	}
+	a.evs = a.evs[n:]
 }
 
 // entry starts the dedup groups of the entry at index of shard, first

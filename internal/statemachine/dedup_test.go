@@ -2,6 +2,7 @@ package statemachine
 
 import (
 	"errors"
+	"fmt"
 	"math/rand"
 	"testing"
 
@@ -158,34 +159,34 @@ func TestDedupIndexKeepsCollidingHashes(t *testing.T) {
 func TestVersionCacheDropsOldest(t *testing.T) {
 	c := versionCache{max: 3}
 	for i, k := range []string{"a", "b", "c"} {
-		c.put([]byte(k), uint64(i+1))
+		c.put([]byte(k), uint64(i+1), nil, false)
 	}
-	c.put([]byte("a"), 10) // an update: "a" stays the oldest
-	c.put([]byte("d"), 4)
-	if _, ok := c.get([]byte("a")); ok {
+	c.put([]byte("a"), 10, nil, false) // an update: "a" stays the oldest
+	c.put([]byte("d"), 4, nil, false)
+	if _, _, _, ok := c.get([]byte("a")); ok {
 		t.Fatal("the oldest key was kept")
 	}
 	for k, want := range map[string]uint64{"b": 2, "c": 3, "d": 4} {
-		if v, ok := c.get([]byte(k)); !ok || v != want {
+		if v, _, _, ok := c.get([]byte(k)); !ok || v != want {
 			t.Fatalf("%s: %d %v, want %d", k, v, ok, want)
 		}
 	}
-	c.put([]byte("e"), 5)
-	if _, ok := c.get([]byte("b")); ok || len(c.m) != 3 {
+	c.put([]byte("e"), 5, nil, false)
+	if _, _, _, ok := c.get([]byte("b")); ok || len(c.m) != 3 {
 		t.Fatalf("after a fifth key: b kept or %d keys", len(c.m))
 	}
-	c.update([]byte("c"), 30) // held: changed
-	c.update([]byte("x"), 7)  // not held: not taken in
-	if v, ok := c.get([]byte("c")); !ok || v != 30 {
+	c.update([]byte("c"), 30, nil, false) // held: changed
+	c.update([]byte("x"), 7, nil, false)  // not held: not taken in
+	if v, _, _, ok := c.get([]byte("c")); !ok || v != 30 {
 		t.Fatalf("update of a held key: %d %v", v, ok)
 	}
-	if _, ok := c.get([]byte("x")); ok || len(c.m) != 3 {
+	if _, _, _, ok := c.get([]byte("x")); ok || len(c.m) != 3 {
 		t.Fatalf("update took in a new key: %d keys", len(c.m))
 	}
 	c.reset()
-	c.put([]byte("f"), 6)
-	if _, ok := c.get([]byte("c")); ok || len(c.m) != 1 || len(c.ring) != 1 {
-		t.Fatalf("after reset: %d keys, ring %v", len(c.m), c.ring)
+	c.put([]byte("f"), 6, nil, false)
+	if _, _, _, ok := c.get([]byte("c")); ok || len(c.m) != 1 || len(c.slots) != 1 {
+		t.Fatalf("after reset: %d keys, %d slots", len(c.m), len(c.slots))
 	}
 }
 
@@ -217,5 +218,41 @@ func TestDedupIndexPairsAndFarIndexes(t *testing.T) {
 	}
 	if bi := d.buckets[2]; len(bi.far) != 2 || len(bi.tail) != 4 {
 		t.Fatalf("%d far and %d near pairs", len(bi.far), len(bi.tail))
+	}
+}
+
+// With values on, the cache keeps a copy of each key's value (not the
+// caller's buffer), drops the copy of a value past maxCachedValue or past
+// the budget (the slot then knows the version only), and frees the
+// budget of a key it evicts.
+func TestVersionCacheKeepsValues(t *testing.T) {
+	c := versionCache{max: 2, values: true}
+	v := []byte("one")
+	c.put([]byte("a"), 1, v, true)
+	v[0] = 'X'
+	if ver, val, has, ok := c.get([]byte("a")); !ok || !has || ver != 1 || string(val) != "one" {
+		t.Fatalf("a: %d %q %v %v", ver, val, has, ok)
+	}
+	c.put([]byte("a"), 2, make([]byte, maxCachedValue+1), true)
+	if ver, _, has, ok := c.get([]byte("a")); !ok || has || ver != 2 || c.valBytes != 0 {
+		t.Fatalf("a large value: version %d, value kept %v, known %v, %d bytes", ver, has, ok, c.valBytes)
+	}
+	big := make([]byte, maxCachedValue)
+	for i := 0; c.valBytes+maxCachedValue <= valueBudget; i++ {
+		c.max++
+		c.put(fmt.Appendf(nil, "k%d", i), 3, big, true)
+	}
+	c.put([]byte("over"), 4, big, true)
+	if _, _, has, ok := c.get([]byte("over")); !ok || has || c.valBytes > valueBudget {
+		t.Fatalf("past the budget: value kept %v, known %v, %d bytes", has, ok, c.valBytes)
+	}
+	c.put([]byte("b"), 5, nil, true) // absent, known
+	if ver, val, has, ok := c.get([]byte("b")); !ok || !has || ver != 5 || len(val) != 0 {
+		t.Fatalf("b: %d %q %v %v", ver, val, has, ok)
+	}
+	c.values = false
+	c.put([]byte("b"), 6, []byte("x"), true)
+	if _, _, has, _ := c.get([]byte("b")); has {
+		t.Fatal("a value kept with values off")
 	}
 }

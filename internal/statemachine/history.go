@@ -60,7 +60,11 @@ const (
 // kind(1) | uvarint len(key) | key | uvarint len(value) | value |
 // uvarint prevVersion | prevValue.
 func encodeEvent(e *Event) []byte {
-	b := make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue))
+	return appendEvent(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue)), e)
+}
+
+// appendEvent appends e's encoding (encodeEvent's) to b.
+func appendEvent(b []byte, e *Event) []byte {
 	kind := byte(eventPut)
 	if e.Delete {
 		kind = eventDelete
@@ -150,12 +154,15 @@ func (m *Machine) OpenHistory(applied uint64) error {
 // the history must start above it.
 func (m *Machine) HistoryFloor() uint64 { return m.hist.floor }
 
-// recordEvent adds the event of a write at index to the round.
+// recordEvent adds the event of a write at index to the round. The
+// round's events go into its batch apart from its other writes (batch.go):
+// they are never read back within the round, and their keys come in
+// order.
 func (m *Machine) recordEvent(rd *Round, index uint64, e *Event) {
 	if index != rd.evIndex {
 		rd.evIndex, rd.evPos = index, 0
 	}
-	rd.b.Set(storage.HistoryKey(m.id, index, rd.evPos), encodeEvent(e))
+	rd.b.addEvent(m.id, index, rd.evPos, e)
 	rd.evPos++
 }
 
@@ -172,6 +179,7 @@ func (m *Machine) trimHistory(rd *Round) {
 		return
 	}
 	rd.b.DeleteRange(storage.HistoryIndexStart(m.id, 0), storage.HistoryIndexStart(m.id, floor+1))
+	rd.b.dropEventsThrough(floor)
 	rd.b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, floor))
 	m.hist.floor = floor
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -12,6 +13,7 @@ import (
 func historyMachine(t *testing.T, retention int) *Machine {
 	m := testMachine(t)
 	m.hist.retention = uint64(retention)
+	m.versions.values = retention > 0
 	if err := m.OpenHistory(0); err != nil {
 		t.Fatal(err)
 	}
@@ -143,4 +145,43 @@ func describe(evs []Event) []string {
 		out = append(out, s+fmt.Sprintf(" prev %d=%s", e.PrevVersion, e.PrevValue))
 	}
 	return out
+}
+
+// A round longer than the retention trims its own early events: none at
+// or below the floor is written, every one above it is.
+func TestHistoryTrimmedWithinOneRound(t *testing.T) {
+	m := historyMachine(t, 32)
+	var cmds []wire.Command
+	for i := range 100 {
+		cmds = append(cmds, hput(fmt.Sprint("k", i%7), fmt.Sprint(i)))
+	}
+	applyAll(m, cmds, func() int { return 100 })
+	floor := m.HistoryFloor()
+	if floor < 100-32-2 || floor > 100-32 {
+		t.Fatalf("floor %d after one round of 100 entries with retention 32", floor)
+	}
+	start, end := storage.HistorySpan(m.id)
+	it, err := m.cfg.Engine.NewIter(start, end)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer it.Close()
+	n := 0
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) == 9 {
+			continue // the floor record
+		}
+		index, _, err := storage.DecodeHistoryKey(it.Key())
+		if err != nil || index <= floor {
+			t.Fatalf("event key %x (index %d, %v) at or below the floor %d", it.Key(), index, err, floor)
+		}
+		n++
+	}
+	if n != int(100-floor) {
+		t.Fatalf("%d events stored, want %d", n, 100-floor)
+	}
+	page, err := m.Events(floor+1, 100, 0)
+	if err != nil || len(page.Events) != int(100-floor) || string(page.Events[len(page.Events)-1].PrevValue) != "92" {
+		t.Fatalf("read above the floor: %q, %v", describe(page.Events), err)
+	}
 }

@@ -89,6 +89,11 @@ type Machine struct {
 	versions   versionCache
 	clock      clockState
 	hist       historyState
+	// evSpare: the last round's event buffers, for the next (Begin).
+	evSpare struct {
+		buf []byte
+		evs []eventRef
+	}
 	// rng is the token range the shard owns now: Config's until a split
 	// halves it (SetRange). Get reads it from any goroutine.
 	rng atomic.Pointer[tokenRange]
@@ -128,6 +133,7 @@ func Open(cfg Config) (*Machine, error) {
 	m.rng.Store(&tokenRange{cfg.Start, cfg.End})
 	m.versions.max = cfg.VersionCache
 	m.hist.retention = uint64(max(cfg.HistoryRetention, 0))
+	m.versions.values = m.hist.retention > 0
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
 	}
@@ -265,7 +271,10 @@ func (m *Machine) Begin(waiting func(reqID []byte) bool) *Round {
 	if waiting == nil {
 		waiting = func([]byte) bool { return false }
 	}
-	return &Round{b: newApplyBatch(m.cfg.Engine), waiting: waiting}
+	b := newApplyBatch(m.cfg.Engine)
+	b.evBuf, b.evs = m.evSpare.buf, m.evSpare.evs
+	m.evSpare.buf, m.evSpare.evs = nil, nil
+	return &Round{b: b, waiting: waiting}
 }
 
 // Applied lists the results of the round's commands so far, in order.
@@ -309,5 +318,14 @@ func (m *Machine) ApplyEntry(rd *Round, index, term uint64, data []byte) {
 func (m *Machine) Commit(rd *Round) error {
 	m.trimHistory(rd)
 	rd.b.Set(clockKey(m.id), m.clock.marshal())
-	return rd.b.commit()
+	err := rd.b.commit()
+	// The next round encodes its events into this one's buffers (the
+	// engine's batch copied them), unless they grew past maxSpareEvents.
+	if cap(rd.b.evBuf) <= maxSpareEvents {
+		m.evSpare.buf, m.evSpare.evs = rd.b.evBuf[:0], rd.b.evs[:0]
+	}
+	return err
 }
+
+// maxSpareEvents bounds the event buffer a machine keeps between rounds.
+const maxSpareEvents = 4 << 20

@@ -6,49 +6,109 @@ package statemachine
 // exact: every write of a data key goes through it, and a snapshot clears
 // it. At most max keys; a full cache drops the key it took in longest ago
 // (a ring of the keys in the order they came in: no map iteration).
+//
+// With values on (a replica that keeps a change history, whose events
+// carry the value a write replaces), a key's slot also keeps a copy of its
+// current value when the value is at most maxCachedValue bytes and the
+// cache's values stay within valueBudget bytes: a write to a hot key then
+// finds the value it replaces here instead of reading Pebble.
 type versionCache struct {
-	m    map[string]uint64
-	max  int
-	ring []string // keys in the order they came in; next goes to ring[pos]
-	pos  int
+	m     map[string]int // key → its slot
+	max   int
+	slots []versionSlot // in the order the keys came in; the next goes to slots[pos]
+	pos   int
+	// values: keep values too; valBytes: the capacity their copies hold.
+	values   bool
+	valBytes int
 }
 
-func (c *versionCache) get(key []byte) (version uint64, known bool) {
-	version, known = c.m[string(key)]
-	return version, known
+// versionSlot is one cached key.
+type versionSlot struct {
+	key     string
+	version uint64
+	val     []byte // a copy of the current value, when hasVal
+	hasVal  bool
 }
 
-func (c *versionCache) put(key []byte, version uint64) {
+const (
+	// maxCachedValue: larger values are not kept (their slot knows the
+	// version only).
+	maxCachedValue = 1 << 10
+	// valueBudget bounds the bytes of the values one cache keeps.
+	valueBudget = 1 << 20
+)
+
+// get returns key's version and whether the cache knows it; val is its
+// current value when hasVal (it aliases the cache: use it before the next
+// put or update).
+func (c *versionCache) get(key []byte) (version uint64, val []byte, hasVal, known bool) {
+	i, known := c.m[string(key)]
+	if !known {
+		return 0, nil, false, false
+	}
+	s := &c.slots[i]
+	return s.version, s.val, s.hasVal, true
+}
+
+// put sets key's version (and, with hasVal, its value: nil for an absent
+// key), taking the key in if the cache does not hold it.
+func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) {
 	if c.max <= 0 {
 		return
 	}
 	if c.m == nil {
-		c.m = make(map[string]uint64, c.max)
-		c.ring = make([]string, 0, c.max)
+		c.m = make(map[string]int, c.max)
+		c.slots = make([]versionSlot, 0, c.max)
 	}
-	if _, ok := c.m[string(key)]; ok {
-		c.m[string(key)] = version
+	if i, ok := c.m[string(key)]; ok {
+		c.set(&c.slots[i], version, val, hasVal)
 		return
 	}
 	k := string(key)
-	if len(c.ring) < c.max {
-		c.ring = append(c.ring, k)
+	var i int
+	if len(c.slots) < c.max {
+		c.slots = append(c.slots, versionSlot{})
+		i = len(c.slots) - 1
 	} else {
-		delete(c.m, c.ring[c.pos])
-		c.ring[c.pos] = k
+		i = c.pos
+		delete(c.m, c.slots[i].key)
 		c.pos = (c.pos + 1) % c.max
 	}
-	c.m[k] = version
+	c.slots[i].key = k
+	c.m[k] = i
+	c.set(&c.slots[i], version, val, hasVal)
 }
 
-// update sets key's version if the cache holds key.
-func (c *versionCache) update(key []byte, version uint64) {
-	if _, ok := c.m[string(key)]; ok {
-		c.m[string(key)] = version
+// set fills slot s, reusing its value's buffer.
+func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bool) {
+	s.version = version
+	s.hasVal = false
+	if !c.values || !hasVal || len(val) > maxCachedValue {
+		c.valBytes -= cap(s.val)
+		s.val = nil
+		return
+	}
+	if cap(s.val) < len(val) {
+		if c.valBytes-cap(s.val)+len(val) > valueBudget {
+			c.valBytes -= cap(s.val)
+			s.val = nil
+			return
+		}
+		c.valBytes += len(val) - cap(s.val)
+		s.val = make([]byte, 0, len(val))
+	}
+	s.val = append(s.val[:0], val...)
+	s.hasVal = true
+}
+
+// update sets key's version and value as put does, if the cache holds key.
+func (c *versionCache) update(key []byte, version uint64, val []byte, hasVal bool) {
+	if i, ok := c.m[string(key)]; ok {
+		c.set(&c.slots[i], version, val, hasVal)
 	}
 }
 
 func (c *versionCache) reset() {
 	clear(c.m)
-	c.ring, c.pos = c.ring[:0], 0
+	c.slots, c.pos, c.valBytes = c.slots[:0], 0, 0
 }

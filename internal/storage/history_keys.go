@@ -30,6 +30,14 @@ func HistoryKey(shard, index uint64, pos uint32) []byte {
 	return binary.BigEndian.AppendUint32(k, pos)
 }
 
+// AppendHistoryKey appends HistoryKey(shard, index, pos) to dst.
+func AppendHistoryKey(dst []byte, shard, index uint64, pos uint32) []byte {
+	dst = append(dst, prefixHistory)
+	dst = binary.BigEndian.AppendUint64(dst, shard)
+	dst = binary.BigEndian.AppendUint64(dst, index)
+	return binary.BigEndian.AppendUint32(dst, pos)
+}
+
 // HistoryIndexStart is the smallest key of the events at index: the
 // events of indexes [a, b) are [HistoryIndexStart(a), HistoryIndexStart(b)).
 func HistoryIndexStart(shard, index uint64) []byte {

@@ -32,3 +32,10 @@ func TestHistoryKeysOrder(t *testing.T) {
 		t.Fatal("history keys overlap the data or the derived indexes")
 	}
 }
+
+func TestAppendHistoryKey(t *testing.T) {
+	got := AppendHistoryKey([]byte("x"), 7, 5, 3)
+	if want := append([]byte("x"), HistoryKey(7, 5, 3)...); string(got) != string(want) {
+		t.Fatalf("AppendHistoryKey %x, want %x", got, want)
+	}
+}
