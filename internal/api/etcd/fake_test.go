@@ -142,7 +142,7 @@ func (f *fakeBackend) Put(_ context.Context, key, value []byte, opts kv.WriteOpt
 	f.index++
 	f.writes++
 	f.record(key, value, false)
-	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index}
+	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index, Index: opts.Index}
 	return f.index, !existed, nil
 }
 
