@@ -27,8 +27,11 @@ func leaseTerms(id int64) []wire.IndexTerm {
 }
 
 // leaseOf is the lease a stored value was put with (0: none).
-func leaseOf(v kv.Value) int64 {
-	for _, t := range v.Index {
+func leaseOf(v kv.Value) int64 { return leaseIn(v.Index) }
+
+// leaseIn is the lease an object's index terms name (0: none).
+func leaseIn(terms []wire.IndexTerm) int64 {
+	for _, t := range terms {
 		if t.Name == leaseIndex {
 			if id, err := wire.DecodeIntTerm(t.Term); err == nil {
 				return id

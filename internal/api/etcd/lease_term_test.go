@@ -1,6 +1,7 @@
 package etcdapi
 
 import (
+	"fmt"
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -147,5 +148,43 @@ func TestTxnLeaseConditionFailed(t *testing.T) {
 	}
 	if _, err := l.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: g.ID}); err != nil || !exists(f, "k") {
 		t.Fatalf("revoke: %v; k exists %v, want true", err, exists(f, "k"))
+	}
+}
+
+// Watch events report the lease of the key they write and, with
+// prev_kv, of the value they replace.
+func TestWatchEventsReportLease(t *testing.T) {
+	s, _ := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, _ := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 10})
+	st := watchClient(t, s)
+	c := create(t, st, &pb.WatchCreateRequest{Key: []byte("w"), PrevKv: true})
+	if !c.Created {
+		t.Fatalf("create: %v", c)
+	}
+	for _, p := range []*pb.PutRequest{
+		{Key: []byte("w"), Value: []byte("1"), Lease: g.ID},
+		{Key: []byte("w"), Value: []byte("2")},
+	} {
+		if _, err := k.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("w")}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for len(got) < 3 {
+		for _, e := range recv(t, st).Events {
+			s := fmt.Sprintf("%s %s lease %d", e.Type, e.Kv.Value, e.Kv.Lease)
+			if e.PrevKv != nil {
+				s += fmt.Sprintf(" prev %s lease %d", e.PrevKv.Value, e.PrevKv.Lease)
+			}
+			got = append(got, s)
+		}
+	}
+	want := fmt.Sprintf("[PUT 1 lease %d PUT 2 lease 0 prev 1 lease %d DELETE  lease 0 prev 2 lease 0]", g.ID, g.ID)
+	if fmt.Sprint(got) != want {
+		t.Fatalf("events %q, want %s", got, want)
 	}
 }
