@@ -11,7 +11,7 @@ import (
 
 // TestEtcdKeysShowLease: against a real three-node Cairn, through etcd's
 // Go client, a key put with a lease reports it (Get, prev_kv, a watch
-// event), a put with ignore_lease keeps it, a Txn compares on it and puts
+// event, a prefix range), a put with ignore_lease keeps it, a Txn compares on it and puts
 // with a lease, and the lease's revoke deletes the keys the Txn and the
 // ignore_lease put wrote.
 func TestEtcdKeysShowLease(t *testing.T) {
@@ -70,6 +70,14 @@ func TestEtcdKeysShowLease(t *testing.T) {
 	must(t, err)
 	if !r.Succeeded {
 		t.Fatal("compare lease(lk/b) = its lease failed")
+	}
+	// A prefix range (scattered over the shards) reports the leases too.
+	_, err = b.Put(ctx, "lk/c", "1")
+	must(t, err)
+	pr, err := b.Get(ctx, "lk/", clientv3.WithPrefix())
+	must(t, err)
+	if len(pr.Kvs) != 3 || pr.Kvs[0].Lease != int64(g.ID) || pr.Kvs[1].Lease != int64(g.ID) || pr.Kvs[2].Lease != 0 {
+		t.Fatalf("prefix range: %v, want lk/a and lk/b with lease %d, lk/c without", pr.Kvs, g.ID)
 	}
 	// Over HTTP the lease is the key's etcd-lease_int term.
 	resp, err := http.Get(c.lc.URL(3) + "/v1/kv/lk/b")

@@ -186,6 +186,9 @@ func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, er
 		if !o.KeysOnly {
 			e.Value = f.data[k].Data
 		}
+		if o.Terms {
+			e.Terms = f.data[k].Index
+		}
 		p.Entries = append(p.Entries, e)
 		p.Last = e.Key
 	}

@@ -188,3 +188,19 @@ func TestWatchEventsReportLease(t *testing.T) {
 		t.Fatalf("events %q, want %s", got, want)
 	}
 }
+
+// A Range over several keys reports each key's lease too.
+func TestRangeManyReportsLease(t *testing.T) {
+	s, _ := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, _ := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 10})
+	for _, p := range []*pb.PutRequest{{Key: []byte("r/a"), Value: []byte("1"), Lease: g.ID}, {Key: []byte("r/b"), Value: []byte("1")}} {
+		if _, err := k.Put(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("r/"), RangeEnd: []byte("r0")})
+	if err != nil || len(r.Kvs) != 2 || r.Kvs[0].Lease != g.ID || r.Kvs[1].Lease != 0 {
+		t.Fatalf("range: %v %v, want r/a with lease %d and r/b without", r, err, g.ID)
+	}
+}
