@@ -142,3 +142,19 @@ func TestEtcdWorkloadHistory(t *testing.T) {
 		}
 	}
 }
+
+// The etcd client's errors fall in the run's error kinds too.
+func TestErrKindOfEtcdErrors(t *testing.T) {
+	for msg, want := range map[string]string{
+		"etcdserver: request timed out":                                            "timeout",
+		"rpc error: code = Unavailable desc = etcdserver: request timed out":       "timeout",
+		"context deadline exceeded":                                                "timeout",
+		"rpc error: code = Unavailable desc = error reading from server: EOF":      "connection",
+		"rpc error: code = Unavailable desc = cairn: stopping":                     "unavailable",
+		"rpc error: code = ResourceExhausted desc = etcdserver: too many requests": "unavailable",
+	} {
+		if got := errKind(msg); got != want {
+			t.Errorf("errKind(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
