@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"os/signal"
@@ -11,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cairn-db/cairn/internal/lab/bench"
 	"github.com/cairn-db/cairn/internal/lab/chaos"
 	"github.com/cairn-db/cairn/internal/lab/report"
 	"github.com/spf13/cobra"
@@ -34,6 +36,7 @@ func newChaosCmd() *cobra.Command {
 		indexKeys      int
 		transferLimit  int
 		shards         int
+		clientAPI      string
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -114,11 +117,14 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			if shards < 0 {
 				return usageError{fmt.Errorf("--shards must be 0 (one per node) or more")}
 			}
+			if clientAPI != "http" && clientAPI != "etcd" {
+				return usageError{fmt.Errorf("--client must be http or etcd, not %q", clientAPI)}
+			}
 			if transferLimit < 0 || transferLimit > 64 {
 				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
 			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, shards: shards}
+				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, shards: shards, etcd: clientAPI == "etcd"}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -167,6 +173,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.DurationVar(&sched.Every, "every", 0, "--fault: from one injection to the next (default: --for plus 10s)")
 	f.Int64Var(&preload, "preload", -1, fmt.Sprintf("load this many records (of --value-size bytes, through the bench lab's loader) before the workload, and mix reads and updates of them into it (default: %d for the memory scenarios and sweeps, none otherwise)", defaultMemoryPreload))
 	f.IntVar(&indexKeys, "index-keys", 0, "also write this many keys with a secondary-index term (one client per node: PUTs with a term, PUTs moving the key to another term or stripping it, DELETEs) and check after healing that linearizable index queries return exactly the acknowledged objects (0: off)")
+	f.StringVar(&clientAPI, "client", "http", "the API the workload's clients speak: http, or etcd (the nodes' etcd v3 API through etcd's Go client: Range, Put, Txn compare-and-swap; scenarios marked etcd always use it)")
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
 	f.IntVar(&shards, "shards", 0, "shards at bootstrap (default: one per node)")
 	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
@@ -239,8 +246,12 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	if err != nil {
 		return nil, err
 	}
+	var etcd chaos.EtcdDialer
+	if o.etcd || s.Etcd {
+		etcd = dialEtcdKV
+	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Steps: s.Steps(d), Progress: errw, Preload: pre,
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Etcd: etcd, Steps: s.Steps(d), Progress: errw, Preload: pre,
 		TransferLimit: o.transferLimit, Shards: o.shards})
 	if err != nil {
 		return nil, err
@@ -333,4 +344,14 @@ func writeChaosChart(r *chaos.Result, dir string) {
 	}
 	_ = os.WriteFile(filepath.Join(dir, "throughput.svg"), []byte(report.LineChartBands(r.Scenario+": throughput (faults shaded)", "second", "ops/s", []report.Series{thr}, bands)), 0o644)
 	_ = os.WriteFile(filepath.Join(dir, "p99.svg"), []byte(report.LineChartBands(r.Scenario+": p99 latency (faults shaded)", "second", "ms", []report.Series{p99}, bands)), 0o644)
+}
+
+// dialEtcdKV makes the chaos lab's etcd clients (the bench lab's, over
+// clientv3).
+func dialEtcdKV(endpoints []string, tlsCfg *tls.Config) (chaos.EtcdKV, error) {
+	kv, err := bench.DialEtcdKV(endpoints, tlsCfg)
+	if err != nil {
+		return nil, err
+	}
+	return kv, nil
 }

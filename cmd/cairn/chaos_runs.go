@@ -23,8 +23,9 @@ type runOpts struct {
 	preload              int64 // -1: the scenario's default
 	valueSize            int
 	indexKeys            int
-	transferLimit        int // 0: the nodes' default
-	shards               int // 0: one per node
+	transferLimit        int  // 0: the nodes' default
+	shards               int  // 0: one per node
+	etcd                 bool // the workload speaks the etcd API (--client etcd)
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more

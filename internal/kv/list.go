@@ -22,6 +22,9 @@ type ListOptions struct {
 	After []byte
 	// KeysOnly: the entries carry no value nor version.
 	KeysOnly bool
+	// Terms: the entries carry their objects' index terms too (not with
+	// KeysOnly). Nodes from before this option answer none.
+	Terms bool
 	// Consistency: Linearizable (the default) makes each shard's part wait
 	// for a read index, so the page holds every write acknowledged before
 	// the request; Serializable reads the chosen replicas' applied state.
@@ -33,6 +36,7 @@ type Entry struct {
 	Key     []byte
 	Version uint64
 	Value   []byte
+	Terms   []wire.IndexTerm // ListOptions.Terms
 }
 
 // ListPage is one page of a listing. More: more keys may follow; Last is
@@ -67,13 +71,13 @@ func (c *Coordinator) List(ctx context.Context, opts ListOptions) (ListPage, err
 		return ListPage{}, fmt.Errorf("%w: the continuation is outside the listed range", ErrInvalidArgument)
 	}
 	p, err := c.scan(ctx, scanQuery{from: from, to: to, after: opts.After, limit: limit,
-		keysOnly: opts.KeysOnly, linear: opts.Consistency == Linearizable})
+		keysOnly: opts.KeysOnly, terms: opts.Terms && !opts.KeysOnly, linear: opts.Consistency == Linearizable})
 	if err != nil {
 		return ListPage{}, err
 	}
 	out := ListPage{More: p.more, Last: p.last, Entries: make([]Entry, 0, len(p.entries))}
 	for _, e := range p.entries {
-		out.Entries = append(out.Entries, Entry{Key: e.Key, Version: e.Version, Value: e.Value})
+		out.Entries = append(out.Entries, Entry{Key: e.Key, Version: e.Version, Value: e.Value, Terms: e.Terms})
 	}
 	return out, nil
 }
@@ -158,5 +162,5 @@ func scanOptions(sq *wire.ScanRequest, keep func(uint64) bool) storage.ScanOptio
 	limit := int(min(sq.Limit, MaxListLimit))
 	return storage.ScanOptions{Index: sq.Index, From: sq.From, After: sq.After, To: sq.To, Keep: keep,
 		Limit: max(limit, 1), MaxBytes: int(min(sq.MaxBytes, MaxPageBytes)), MaxExamined: maxExamined,
-		Values: !sq.KeysOnly}
+		Values: !sq.KeysOnly, Terms: sq.Terms}
 }

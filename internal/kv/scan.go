@@ -53,6 +53,7 @@ type scanQuery struct {
 	after     []byte
 	limit     int
 	keysOnly  bool
+	terms     bool // entries with their index terms (wire.ScanRequest.Terms)
 	linear    bool
 	pageBytes int
 }
@@ -234,7 +235,7 @@ func (c *Coordinator) scatter(ctx context.Context, plan map[uint64][]wire.ScanSh
 	var wg sync.WaitGroup
 	for node, shards := range plan {
 		sq := &wire.ScanRequest{Index: q.index, Shards: shards, From: q.from, After: after, To: q.to,
-			Limit: uint64(limit), MaxBytes: uint64(share), KeysOnly: q.keysOnly, Linearizable: q.linear}
+			Limit: uint64(limit), MaxBytes: uint64(share), KeysOnly: q.keysOnly, Linearizable: q.linear, Terms: q.terms}
 		wg.Add(1)
 		go func(node uint64) {
 			defer wg.Done()

@@ -111,7 +111,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		b.Set(key, storage.EncodeValueMeta(index, cmd.Index, cmd.Value))
 		m.maintainIndex(b, tok, cmd, oldTerms, exists, false)
 		if history {
-			m.recordEvent(rd, index, &Event{Key: cmd.Key, Value: cmd.Value, PrevVersion: curVersion, PrevValue: curData})
+			m.recordEvent(rd, index, &Event{Key: cmd.Key, Value: cmd.Value, PrevVersion: curVersion, PrevValue: curData, Terms: cmd.Index, PrevTerms: oldTerms})
 		}
 		res.Version = index
 		created = !exists && (answers || !unconditionalPut)
@@ -125,7 +125,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		b.Delete(key)
 		m.maintainIndex(b, tok, cmd, oldTerms, true, true)
 		if history {
-			m.recordEvent(rd, index, &Event{Delete: true, Key: cmd.Key, PrevVersion: curVersion, PrevValue: curData})
+			m.recordEvent(rd, index, &Event{Delete: true, Key: cmd.Key, PrevVersion: curVersion, PrevValue: curData, PrevTerms: oldTerms})
 		}
 		// A delete's version is its own index: the revision at which
 		// the key stopped existing (the etcd API reports it).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // DefaultHistoryRetention is Config.HistoryRetention's default.
@@ -36,6 +37,10 @@ type Event struct {
 	// absent) and PrevValue its value.
 	PrevVersion uint64
 	PrevValue   []byte
+	// Terms and PrevTerms are the secondary-index terms of the new
+	// object (none for a delete) and of the one replaced (the etcd API
+	// keeps a key's lease there).
+	Terms, PrevTerms []wire.IndexTerm
 }
 
 // ErrCompacted: a read of the history from an index at or below its floor
@@ -54,11 +59,18 @@ func (e *CompactedError) Unwrap() error { return ErrCompacted }
 const (
 	eventPut    = 'p'
 	eventDelete = 'd'
+	// The kinds of an event with index terms (new or replaced): the
+	// terms come first. A write without terms on either side is encoded
+	// as before they existed.
+	eventPutTerms    = 'P'
+	eventDeleteTerms = 'D'
 )
 
 // encodeEvent encodes e without its index (which is in the key):
-// kind(1) | uvarint len(key) | key | uvarint len(value) | value |
-// uvarint prevVersion | prevValue.
+// kind(1) | [terms] | uvarint len(key) | key | uvarint len(value) | value |
+// uvarint prevVersion | prevValue, where terms, for the kinds with terms,
+// are uvarint len | wire.AppendIndexTerms of Terms, then the same of
+// PrevTerms.
 func encodeEvent(e *Event) []byte {
 	return appendEvent(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue)), e)
 }
@@ -69,7 +81,20 @@ func appendEvent(b []byte, e *Event) []byte {
 	if e.Delete {
 		kind = eventDelete
 	}
-	b = append(b, kind)
+	if len(e.Terms) > 0 || len(e.PrevTerms) > 0 {
+		kind = eventPutTerms
+		if e.Delete {
+			kind = eventDeleteTerms
+		}
+		b = append(b, kind)
+		for _, terms := range [][]wire.IndexTerm{e.Terms, e.PrevTerms} {
+			enc := wire.AppendIndexTerms(nil, terms)
+			b = binary.AppendUvarint(b, uint64(len(enc)))
+			b = append(b, enc...)
+		}
+	} else {
+		b = append(b, kind)
+	}
 	b = binary.AppendUvarint(b, uint64(len(e.Key)))
 	b = append(b, e.Key...)
 	b = binary.AppendUvarint(b, uint64(len(e.Value)))
@@ -81,10 +106,11 @@ func appendEvent(b []byte, e *Event) []byte {
 // decodeEvent decodes an event of index; its slices alias b.
 func decodeEvent(index uint64, b []byte) (Event, error) {
 	bad := fmt.Errorf("%w: history event at %d", storage.ErrCorrupt, index)
-	if len(b) < 1 || (b[0] != eventPut && b[0] != eventDelete) {
+	if len(b) < 1 {
 		return Event{}, bad
 	}
-	e := Event{Index: index, Delete: b[0] == eventDelete}
+	kind := b[0]
+	e := Event{Index: index, Delete: kind == eventDelete || kind == eventDeleteTerms}
 	b = b[1:]
 	field := func() ([]byte, bool) {
 		n, w := binary.Uvarint(b)
@@ -96,6 +122,22 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 		return f, true
 	}
 	var ok bool
+	switch kind {
+	case eventPut, eventDelete:
+	case eventPutTerms, eventDeleteTerms:
+		for _, terms := range []*[]wire.IndexTerm{&e.Terms, &e.PrevTerms} {
+			enc, ok := field()
+			if !ok {
+				return Event{}, bad
+			}
+			var err error
+			if *terms, err = wire.DecodeIndexTerms(enc); err != nil {
+				return Event{}, bad
+			}
+		}
+	default:
+		return Event{}, bad
+	}
 	if e.Key, ok = field(); !ok {
 		return Event{}, bad
 	}

@@ -25,6 +25,9 @@ type ScanOptions struct {
 	Limit, MaxBytes, MaxExamined int
 	// Values: read each entry's value and version.
 	Values bool
+	// Terms: with Values, in the key order, also each object's index
+	// terms.
+	Terms bool
 }
 
 // ScanOutput is what Scan found.
@@ -104,7 +107,11 @@ func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput,
 			if err != nil {
 				return out, err
 			}
-			if e.Version, e.Value, err = DecodeValue(v); err != nil {
+			if o.Terms && o.Index == "" {
+				if e.Version, e.Terms, e.Value, err = DecodeValueMeta(v); err != nil {
+					return out, err
+				}
+			} else if e.Version, e.Value, err = DecodeValue(v); err != nil {
 				return out, err
 			}
 		}

@@ -27,6 +27,10 @@ type ScanRequest struct {
 	KeysOnly bool
 	// Linearizable: each shard's part waits for a read index first.
 	Linearizable bool
+	// Terms: a key-order scan with values also answers each object's
+	// index terms (ScanEntry.Terms). A node from before the flag ignores
+	// it and answers none.
+	Terms bool
 }
 
 // ScanEntry is one entry of a ScanResult.
@@ -38,6 +42,8 @@ type ScanEntry struct {
 	Term    []byte // the encoded term (index scans)
 	Version uint64 // with values only
 	Value   []byte
+	// Terms are the object's index terms (ScanRequest.Terms).
+	Terms []IndexTerm
 }
 
 // ScanResult answers a ScanRequest.
@@ -54,7 +60,12 @@ type ScanResult struct {
 	Failed []uint64
 }
 
-const scanV1 = 1
+// Scan versions: a result with index terms (ScanRequest.Terms, which only
+// a node that decodes them asks for) is scanV2; everything else scanV1.
+const (
+	scanV1 = 1
+	scanV2 = 2
+)
 
 // Bounds a decoder accepts.
 const (
@@ -79,7 +90,11 @@ func (s *ScanRequest) Marshal() []byte {
 	w.optBytes(s.To)
 	w.u64(s.Limit)
 	w.u64(s.MaxBytes)
-	w.u8(flags(s.KeysOnly, s.Linearizable))
+	f := flags(s.KeysOnly, s.Linearizable)
+	if s.Terms {
+		f |= 4
+	}
+	w.u8(f)
 	return w.b
 }
 
@@ -104,7 +119,7 @@ func (s *ScanRequest) Unmarshal(b []byte) error {
 	s.Limit = r.u64()
 	s.MaxBytes = r.u64()
 	f := r.u8()
-	s.KeysOnly, s.Linearizable = f&1 != 0, f&2 != 0
+	s.KeysOnly, s.Linearizable, s.Terms = f&1 != 0, f&2 != 0, f&4 != 0
 	if err := r.done(); err != nil {
 		return err
 	}
@@ -122,8 +137,15 @@ func (s *ScanResult) Marshal() []byte {
 	for _, e := range s.Entries {
 		n += 24 + len(e.SortKey) + len(e.Key) + len(e.Term) + len(e.Value)
 	}
+	v := uint8(scanV1)
+	for _, e := range s.Entries {
+		if len(e.Terms) > 0 {
+			v = scanV2
+			break
+		}
+	}
 	w := writer{b: make([]byte, 0, n)}
-	w.u8(scanV1)
+	w.u8(v)
 	w.u64(uint64(len(s.Entries)))
 	for _, e := range s.Entries {
 		w.bytes(e.SortKey)
@@ -131,6 +153,9 @@ func (s *ScanResult) Marshal() []byte {
 		w.bytes(e.Term)
 		w.u64(e.Version)
 		w.bytes(e.Value)
+		if v == scanV2 {
+			w.b = AppendIndexTerms(w.b, e.Terms)
+		}
 	}
 	w.u8(flags(s.More, false))
 	w.bytes(s.Last)
@@ -144,7 +169,8 @@ func (s *ScanResult) Marshal() []byte {
 // Unmarshal decodes b into s; slices alias b.
 func (s *ScanResult) Unmarshal(b []byte) error {
 	r := reader{b: b}
-	if v := r.u8(); v != scanV1 && r.err == nil {
+	v := r.u8()
+	if v != scanV1 && v != scanV2 && r.err == nil {
 		r.fail("scan result version")
 	}
 	n := r.u64()
@@ -156,7 +182,14 @@ func (s *ScanResult) Unmarshal(b []byte) error {
 		s.Entries = make([]ScanEntry, 0, n)
 	}
 	for i := uint64(0); i < n && r.err == nil; i++ {
-		s.Entries = append(s.Entries, ScanEntry{SortKey: r.bytes(), Key: r.bytes(), Term: r.bytes(), Version: r.u64(), Value: r.bytes()})
+		e := ScanEntry{SortKey: r.bytes(), Key: r.bytes(), Term: r.bytes(), Version: r.u64(), Value: r.bytes()}
+		if v == scanV2 && r.err == nil {
+			var err error
+			if e.Terms, err = r.indexTerms(); err != nil {
+				break
+			}
+		}
+		s.Entries = append(s.Entries, e)
 	}
 	s.More = r.u8()&1 != 0
 	s.Last = r.bytes()

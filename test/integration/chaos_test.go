@@ -13,6 +13,7 @@ import (
 
 type chaosResult struct {
 	Scenario          string `json:"scenario"`
+	Client            string `json:"client"`
 	Ops               int    `json:"ops"`
 	Linearizable      bool   `json:"linearizable"`
 	LostWrites        int    `json:"lost_writes"`

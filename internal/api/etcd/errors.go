@@ -18,6 +18,8 @@ func grpcError(err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case isStatus(err):
+		return err // already an answer for the client
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, kv.ErrAckTimeout), errors.Is(err, context.DeadlineExceeded):
 		return rpctypes.ErrGRPCTimeout
 	case errors.Is(err, kv.ErrOverloaded):
@@ -36,4 +38,11 @@ func grpcError(err error) error {
 // etcd gives it; the message names the limitation.
 func notSupported(what string) error {
 	return status.Error(codes.FailedPrecondition, "cairn: "+what+" (see docs/etcd-api.md)")
+}
+
+// isStatus reports whether err is already a gRPC status (an answer
+// made for the client, not a coordinator error).
+func isStatus(err error) bool {
+	_, ok := status.FromError(err)
+	return ok
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // fakeBackend is an in-memory coordinator: versions are a global counter
@@ -38,14 +39,14 @@ func newFake() *fakeBackend {
 }
 
 // record adds the change at f.index of key to the history (f.mu held).
-func (f *fakeBackend) record(key, value []byte, del bool) {
+func (f *fakeBackend) record(key, value []byte, del bool, terms ...wire.IndexTerm) {
 	prev, had := f.data[string(key)]
 	e := kv.Event{Index: f.index, Delete: del, Key: append([]byte(nil), key...)}
 	if !del {
-		e.Value = append([]byte(nil), value...)
+		e.Value, e.Terms = append([]byte(nil), value...), terms
 	}
 	if had {
-		e.PrevVersion, e.PrevValue = prev.Version, prev.Data
+		e.PrevVersion, e.PrevValue, e.PrevTerms = prev.Version, prev.Data, prev.Index
 	}
 	f.history = append(f.history, e)
 	close(f.changed)
@@ -141,8 +142,8 @@ func (f *fakeBackend) Put(_ context.Context, key, value []byte, opts kv.WriteOpt
 	_, existed := f.data[string(key)]
 	f.index++
 	f.writes++
-	f.record(key, value, false)
-	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index}
+	f.record(key, value, false, opts.Index...)
+	f.data[string(key)] = kv.Value{Data: append([]byte(nil), value...), Version: f.index, Index: opts.Index}
 	return f.index, !existed, nil
 }
 
@@ -184,6 +185,9 @@ func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, er
 		e := kv.Entry{Key: []byte(k), Version: f.data[k].Version}
 		if !o.KeysOnly {
 			e.Value = f.data[k].Data
+		}
+		if o.Terms {
+			e.Terms = f.data[k].Index
 		}
 		p.Entries = append(p.Entries, e)
 		p.Last = e.Key

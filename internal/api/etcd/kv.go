@@ -47,7 +47,7 @@ func (s *Server) current(ctx context.Context, key []byte) (v kv.Value, ok bool, 
 // keyValue is the etcd form of a stored value (see the package doc for
 // what create_revision and version report).
 func keyValue(key []byte, v kv.Value, keysOnly bool) *mvccpb.KeyValue {
-	out := &mvccpb.KeyValue{Key: key, ModRevision: int64(v.Version), CreateRevision: int64(v.Version), Version: 1}
+	out := &mvccpb.KeyValue{Key: key, ModRevision: int64(v.Version), CreateRevision: int64(v.Version), Version: 1, Lease: leaseOf(v)}
 	if !keysOnly {
 		out.Value = v.Data
 	}
@@ -118,61 +118,42 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	if len(r.Value) > s.cfg.MaxValueSize {
 		return nil, rpctypes.ErrGRPCRequestTooLarge
 	}
+	if r.IgnoreLease && r.Lease != 0 {
+		return nil, rpctypes.ErrGRPCLeaseProvided
+	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
-	if r.Lease != 0 {
-		return s.putWithLease(ctx, r)
-	}
 	return s.put(ctx, r)
 }
 
-// putWithLease writes a key attached to a lease: the lease's record
-// names the key first (at version 0: the put in flight), then the put,
-// then the record takes the put's version. So a lease that expires at
-// any point deletes the key, unless rewritten since; a lease gone before
-// the last step gets the key deleted again and answers LeaseNotFound.
-func (s *Server) putWithLease(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if err := s.attach(ctx, r.Lease, r.Key, 0); err != nil {
-		return nil, err
-	}
-	resp, err := s.put(ctx, r)
-	if err != nil {
-		return nil, err
-	}
-	ver := uint64(resp.Header.Revision)
-	if err := s.attach(ctx, r.Lease, r.Key, ver); err != nil {
-		if errors.Is(err, rpctypes.ErrGRPCLeaseNotFound) {
-			_, _ = s.b.Delete(ctx, r.Key, kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
-		}
-		return nil, err
-	}
-	return resp, nil
-}
-
-// put is Put of a checked request.
+// put is Put of a checked request; with a lease, the key is attached to
+// it (writeAttached).
 func (s *Server) put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, error) {
-	if !r.PrevKv && !r.IgnoreValue {
-		ver, _, err := s.b.Put(ctx, r.Key, r.Value, kv.WriteOptions{})
+	if !r.PrevKv && !r.IgnoreValue && !r.IgnoreLease {
+		ver, err := s.writeAttached(ctx, r.Key, r.Value, r.Lease, kv.WriteOptions{})
 		if err != nil {
 			return nil, grpcError(err)
 		}
 		return &pb.PutResponse{Header: s.header(ver)}, nil
 	}
-	// prev_kv and ignore_value need the value the write replaces: read it,
-	// then write on condition that it is still there.
+	// prev_kv, ignore_value and ignore_lease need the value the write
+	// replaces: read it, then write on condition that it is still there.
 	for range maxCASAttempts {
 		cur, exists, err := s.current(ctx, r.Key)
 		if err != nil {
 			return nil, grpcError(err)
 		}
-		value := r.Value
+		if (r.IgnoreValue || r.IgnoreLease) && !exists {
+			return nil, rpctypes.ErrGRPCKeyNotFound
+		}
+		value, lease := r.Value, r.Lease
 		if r.IgnoreValue {
-			if !exists {
-				return nil, rpctypes.ErrGRPCKeyNotFound
-			}
 			value = cur.Data
 		}
-		ver, _, err := s.b.Put(ctx, r.Key, value, ifUnchanged(cur, exists))
+		if r.IgnoreLease {
+			lease = leaseOf(cur)
+		}
+		ver, err := s.writeAttached(ctx, r.Key, value, lease, ifUnchanged(cur, exists))
 		if errors.Is(err, kv.ErrPreconditionFailed) {
 			continue // another write came first: read again
 		}

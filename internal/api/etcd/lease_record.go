@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -143,9 +144,18 @@ func (s *Server) updateLease(ctx context.Context, id int64, f func(*leaseRecord)
 
 // attach records key at version (0: a put in flight) under lease id.
 func (s *Server) attach(ctx context.Context, id int64, key []byte, version uint64) error {
-	_, err := s.updateLease(ctx, id, func(r *leaseRecord) error {
+	_, _, err := s.attachPrev(ctx, id, key, version)
+	return err
+}
+
+// attachPrev is attach that also tells the version at which the record
+// listed key before (listed false: it did not).
+func (s *Server) attachPrev(ctx context.Context, id int64, key []byte, version uint64) (prev uint64, listed bool, err error) {
+	_, err = s.updateLease(ctx, id, func(r *leaseRecord) error {
+		prev, listed = 0, false
 		for i := range r.Keys {
 			if string(r.Keys[i].Key) == string(key) {
+				prev, listed = r.Keys[i].Version, true
 				r.Keys[i].Version = version
 				return nil
 			}
@@ -154,6 +164,16 @@ func (s *Server) attach(ctx context.Context, id int64, key []byte, version uint6
 			return status.Errorf(codes.ResourceExhausted, "cairn: lease %d holds %d keys, the most one lease can", id, maxLeaseKeys)
 		}
 		r.Keys = append(r.Keys, leaseKeyRef{Key: append([]byte(nil), key...), Version: version})
+		return nil
+	})
+	return prev, listed, err
+}
+
+// detachInFlight drops key from lease id's record if it is listed there
+// as a put in flight (version 0): the put did not happen.
+func (s *Server) detachInFlight(ctx context.Context, id int64, key []byte) error {
+	_, err := s.updateLease(ctx, id, func(r *leaseRecord) error {
+		r.Keys = slices.DeleteFunc(r.Keys, func(k leaseKeyRef) bool { return k.Version == 0 && string(k.Key) == string(key) })
 		return nil
 	})
 	return err

@@ -38,7 +38,8 @@ func (s *Server) scanRange(ctx context.Context, from, to []byte, keysOnly bool, 
 	if to != nil && bytes.Compare(from, to) >= 0 {
 		return nil
 	}
-	opts := kv.ListOptions{Start: from, End: to, Limit: kv.MaxListLimit, KeysOnly: keysOnly, Consistency: cons}
+	// With values, the keys' index terms too: a key's lease is one.
+	opts := kv.ListOptions{Start: from, End: to, Limit: kv.MaxListLimit, KeysOnly: keysOnly, Terms: !keysOnly, Consistency: cons}
 	for {
 		page, err := s.b.List(ctx, opts)
 		if err != nil {
@@ -88,7 +89,7 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 			big = true
 			return false
 		}
-		kvs = append(kvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version}, r.KeysOnly))
+		kvs = append(kvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, r.KeysOnly))
 		return true
 	})
 	if err != nil {

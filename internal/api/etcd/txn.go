@@ -88,8 +88,8 @@ func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 					return nil, err
 				}
 			case *pb.RequestOp_RequestPut:
-				if o.RequestPut.Lease != 0 {
-					return nil, notSupported("a put with a lease inside a Txn is not served (use Put)")
+				if o.RequestPut.Lease != 0 && o.RequestPut.IgnoreLease {
+					return nil, rpctypes.ErrGRPCLeaseProvided
 				}
 				if len(o.RequestPut.Value) > s.cfg.MaxValueSize {
 					return nil, rpctypes.ErrGRPCRequestTooLarge
@@ -163,7 +163,10 @@ func compareHolds(c *pb.Compare, cur kv.Value, exists bool) bool {
 			have = int64(cur.Version)
 		}
 	case pb.Compare_LEASE:
-		want = c.GetLease() // Cairn keys have no lease: have stays 0
+		want = c.GetLease()
+		if exists {
+			have = leaseOf(cur)
+		}
 	}
 	switch {
 	case have < want:
@@ -213,17 +216,21 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 			}
 			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
 		case *pb.RequestOp_RequestPut:
-			value := o.RequestPut.Value
-			if o.RequestPut.IgnoreValue {
-				if !exists {
-					return nil, rpctypes.ErrGRPCKeyNotFound
-				}
+			p := o.RequestPut
+			value, lease := p.Value, p.Lease
+			if (p.IgnoreValue || p.IgnoreLease) && !exists {
+				return nil, rpctypes.ErrGRPCKeyNotFound
+			}
+			if p.IgnoreValue {
 				value = cur.Data
 			}
-			if !guarded && (o.RequestPut.PrevKv || o.RequestPut.IgnoreValue) {
+			if p.IgnoreLease {
+				lease = leaseOf(cur)
+			}
+			if !guarded && (p.PrevKv || p.IgnoreValue || p.IgnoreLease) {
 				opts = ifUnchanged(cur, exists) // the previous value must be the one read
 			}
-			ver, _, err := s.b.Put(ctx, key, value, opts)
+			ver, err := s.writeAttached(ctx, key, value, lease, opts)
 			if err != nil {
 				return nil, passCond(err)
 			}
@@ -232,7 +239,7 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 				pr.PrevKv = keyValue(key, cur, false)
 			}
 			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponsePut{ResponsePut: pr}})
-			cur, exists, rev = kv.Value{Data: value, Version: ver}, true, ver
+			cur, exists, rev = kv.Value{Data: value, Version: ver, Index: leaseTerms(lease)}, true, ver
 		case *pb.RequestOp_RequestDeleteRange:
 			dr := &pb.DeleteRangeResponse{Header: s.header(rev)}
 			if exists {

@@ -315,14 +315,14 @@ func (w *watcher) matches(key []byte, del bool) bool {
 // create_revision and version report).
 func (w *watcher) event(e *kv.Event) *mvccpb.Event {
 	out := &mvccpb.Event{Type: mvccpb.PUT, Kv: &mvccpb.KeyValue{Key: e.Key, Value: e.Value,
-		ModRevision: int64(e.Index), CreateRevision: int64(e.Index), Version: 1}}
+		ModRevision: int64(e.Index), CreateRevision: int64(e.Index), Version: 1, Lease: leaseIn(e.Terms)}}
 	if e.Delete {
 		out.Type = mvccpb.DELETE
 		out.Kv = &mvccpb.KeyValue{Key: e.Key, ModRevision: int64(e.Index)}
 	}
 	if w.prevKV && e.PrevVersion > 0 {
 		out.PrevKv = &mvccpb.KeyValue{Key: e.Key, Value: e.PrevValue,
-			ModRevision: int64(e.PrevVersion), CreateRevision: int64(e.PrevVersion), Version: 1}
+			ModRevision: int64(e.PrevVersion), CreateRevision: int64(e.PrevVersion), Version: 1, Lease: leaseIn(e.PrevTerms)}
 	}
 	return out
 }

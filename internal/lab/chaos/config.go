@@ -50,6 +50,10 @@ type Config struct {
 	TransferLimit int
 	// Shards at bootstrap, a count; default 0: one per node.
 	Shards int
+	// Etcd, when set, makes the workload's register and set clients speak
+	// the nodes' etcd API through the clients it dials (etcdload.go);
+	// default nil: the HTTP API.
+	Etcd EtcdDialer
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -100,6 +104,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Workload.Validate(); err != nil {
 		return fmt.Errorf("%w (in Workload)", err)
+	}
+	if c.Etcd != nil && c.Workload.IndexKeys > 0 {
+		return fmt.Errorf("%w: Workload.IndexKeys with etcd clients: the etcd API has no secondary indexes", ErrInvalidConfig)
 	}
 	if err := c.Preload.Validate(); err != nil {
 		return err

@@ -89,7 +89,10 @@ type FaultResult struct {
 
 // Result is results.json of a chaos run.
 type Result struct {
-	Scenario        string  `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Client is the API the workload spoke: "etcd" (Config.Etcd),
+	// empty for the HTTP API.
+	Client          string  `json:"client,omitempty"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	Ops             int     `json:"ops"`
 	// Throughput is the run's mean operations per second and P99Ms the
@@ -182,7 +185,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
 	defer stopLoad()
-	wait := startWorkload(wctx, rec, c.Endpoints(), cfg.Workload, cfg.Preload, c.clientOptions)
+	wait, err := c.startLoad(wctx, rec, cfg.Workload, cfg.Preload, cfg.Etcd)
+	if err != nil {
+		return nil, err
+	}
 	faults := runSteps(wctx, c, cfg.Steps, start, logf)
 	wait()
 	// Heal anything still injected, then let the cluster settle.
@@ -205,6 +211,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: c.PartitionMechanism(),
 		Preloaded: preloaded, ValueSize: cfg.Preload.ValueSize}
+	if cfg.Etcd != nil {
+		res.Client = "etcd"
+	}
 	if preloaded == 0 {
 		res.ValueSize = 0
 	}

@@ -11,6 +11,8 @@ type Scenario struct {
 	Name        string
 	Description string
 	Cgroups     bool // needs a writable cgroup hierarchy
+	// Etcd: the workload's clients speak the etcd API (etcdload.go).
+	Etcd bool
 	// MinDuration is the shortest run that fits the schedule.
 	MinDuration time.Duration
 	Steps       func(d time.Duration) []Step

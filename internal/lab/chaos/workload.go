@@ -85,10 +85,13 @@ func errKind(msg string) string {
 			return "connection"
 		}
 	}
-	for _, s := range []string{"cairn: timeout", "deadline exceeded", "Timeout exceeded"} {
+	for _, s := range []string{"cairn: timeout", "deadline exceeded", "Timeout exceeded", "etcdserver: request timed out"} {
 		if strings.Contains(msg, s) {
 			return "timeout"
 		}
+	}
+	if strings.Contains(msg, "code = Unavailable") || strings.Contains(msg, "code = ResourceExhausted") { // an etcd API answer
+		return "unavailable"
 	}
 	return "other"
 }
