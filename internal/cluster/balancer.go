@@ -238,7 +238,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	now := b.cfg.Now()
 	b.mu.Lock()
-	b.noticeManualLocked(descs, now)
+	b.noticeManualLocked(descs, now, readReplicas(rec))
 	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
 		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
 	for _, mv := range b.mu.inflight {
@@ -271,14 +271,14 @@ const touchGrace = 30 * time.Second
 // balancer's moves run on), nor when the shard was already in the middle
 // of a change last round (it continues a move under way, whoever runs
 // it; a move asked by hand writes its pause into the record anyway).
-func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
+func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time, readers map[uint64]bool) {
 	first := len(b.mu.epochs) == 0
 	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		prev, seen := b.mu.epochs[d.ID]
 		ended, ours := b.mu.touched[d.ID]
 		underWay := b.mu.moving[d.ID]
-		b.mu.moving[d.ID] = len(d.Learners) > 0 || len(d.Replicas) > b.cfg.Replication
+		b.mu.moving[d.ID] = movingLearners(d, readers) || len(d.Replicas) > b.cfg.Replication
 		if !first && !takingOver && !underWay && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
 			if !now.Before(b.mu.pausedUntil) {
 				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
@@ -308,9 +308,12 @@ func (b *Balancer) start(ctx context.Context, mv Move) {
 		mctx, cancel := context.WithTimeout(ctx, b.cfg.MoveTimeout)
 		defer cancel()
 		var err error
-		if mv.From == 0 {
-			err = b.cfg.Mover.AddReplica(mctx, mv.Shard, mv.To, false)
-		} else {
+		switch {
+		case mv.Learner && mv.To == 0:
+			err = b.cfg.Mover.RemoveReplica(mctx, mv.Shard, mv.From)
+		case mv.From == 0:
+			err = b.cfg.Mover.AddReplica(mctx, mv.Shard, mv.To, mv.Learner)
+		default:
 			err = b.cfg.Mover.MoveReplica(mctx, mv.Shard, mv.From, mv.To)
 		}
 		b.mu.Lock()
@@ -372,7 +375,7 @@ func (b *Balancer) detectDead(ctx context.Context, rec Record) (Record, error) {
 	}
 	b.mu.Unlock()
 	for _, id := range dead {
-		if rec.Count(Active)-1 < b.cfg.Replication {
+		if m, _ := rec.Member(id); !m.ReadReplica() && rec.CountVoters()-1 < b.cfg.Replication {
 			b.cfg.Logger.Warn("balancer: a node is silent but too few active nodes remain to replace it; not declaring it dead",
 				"id", id, "timeout", b.cfg.DeadNodeTimeout)
 			continue
