@@ -100,7 +100,7 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 		if lag, ok := lags[d.ID]; ok {
 			si.Lag = &lag
 		}
-		si.LearnerLag = c.leaderLearnerLags(d.ID)
+		si.LearnerLag = c.cfg.Store.LeaderLearnerLags(d.ID)
 		if r != nil {
 			si.Term, si.Applied, si.Leader = r.Term(), r.Applied(), r.Leader()
 			verified := r.Verified()

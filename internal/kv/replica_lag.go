@@ -141,21 +141,3 @@ func lagBehind(leader, applied uint64) uint64 {
 	}
 	return leader - applied
 }
-
-// leaderLearnerLags is, for a shard whose leader is the local replica,
-// how many committed entries each learner lacks (the leader's view of
-// its progress); nil otherwise.
-func (c *Coordinator) leaderLearnerLags(shardID uint64) map[uint64]uint64 {
-	r := c.cfg.Store.Replica(shardID)
-	if r == nil || !r.IsLeader() || len(r.Desc().Learners) == 0 {
-		return nil
-	}
-	st := r.Status()
-	out := map[uint64]uint64{}
-	for _, n := range r.Desc().Learners {
-		if pr, ok := st.Progress[n]; ok {
-			out[n] = lagBehind(st.Commit, pr.Match)
-		}
-	}
-	return out
-}

@@ -61,7 +61,9 @@ func (m membership) SetRole(ctx context.Context, id uint64, role cluster.Role) (
 		ctx, cancel := context.WithTimeout(s.bgCtx, learnerRemoval)
 		defer cancel()
 		for _, d := range s.store.Descriptors() {
-			if !d.IsLearner(id) {
+			// Looked at again right before: a learner promoted meanwhile
+			// (a move to the node) is a voter to keep.
+			if now, ok := s.store.Descriptor(d.ID); !ok || !now.IsLearner(id) {
 				continue
 			}
 			if err := s.store.RemoveReplica(ctx, d.ID, id); err != nil {
