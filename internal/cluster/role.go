@@ -121,3 +121,16 @@ func movingLearners(d shard.Descriptor, readers map[uint64]bool) bool {
 	}
 	return false
 }
+
+// shapeOf is d's voters and the learners that are not read replicas': an
+// epoch change that leaves it alone touched read replicas' learners only
+// (the balancer's own Learn moves, or set-role removing them).
+func shapeOf(d shard.Descriptor, readers map[uint64]bool) string {
+	var learners []uint64
+	for _, n := range d.Learners {
+		if !readers[n] {
+			learners = append(learners, n)
+		}
+	}
+	return fmt.Sprint(d.Replicas, learners)
+}
