@@ -158,11 +158,11 @@ func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (
 	if !ok {
 		return shard.Descriptor{}, ErrMovesUnsupported
 	}
+	if err := b.s.refuseReadReplica(to); err != nil {
+		return shard.Descriptor{}, err // (before the pause: a refused move pauses nothing)
+	}
 	if err := b.s.members.PauseRebalancing(ctx, time.Now().Add(manualPause)); err != nil {
 		b.s.log.Warn("a replica moved by hand: pausing rebalancing", "err", err)
-	}
-	if err := b.s.refuseReadReplica(to); err != nil {
-		return shard.Descriptor{}, err
 	}
 	return m.MoveReplica(ctx, shardID, from, to)
 }
