@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,6 +54,20 @@ func TestReadReplicaRoleChanges(t *testing.T) {
 	}
 	n4 := newExtraNode(t, 4)
 	n4.start(t, "--join", c.url(1), "--role", "read-replica")
+	t.Cleanup(func() { // the membership changes, for a failure's reader
+		if !t.Failed() {
+			return
+		}
+		b, _ := os.ReadFile(n4.logPath)
+		for i, log := range []string{c.lc.Log(1), c.lc.Log(2), c.lc.Log(3), string(b)} {
+			for _, line := range strings.Split(log, "\n") {
+				if strings.Contains(line, "membership change") || strings.Contains(line, "balancer") || strings.Contains(line, "set-role") ||
+					strings.Contains(line, "learner replica") || strings.Contains(line, "replica removed") || strings.Contains(line, "orphan") {
+					t.Logf("node %d: %s", i+1, line)
+				}
+			}
+		}
+	})
 	n4.waitUp(t)
 	waitLearners(t, n4.url(), 4, 3*time.Minute)
 	a := client.NewAdmin(c.url(2), nil)
@@ -60,6 +76,9 @@ func TestReadReplicaRoleChanges(t *testing.T) {
 	var ae *client.Error
 	if err := a.MoveShard(ctx, 1, 1, 4); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
 		t.Fatalf("a voter moved by hand to the read replica: %v, want 400", err)
+	}
+	if nodes, err := a.Nodes(ctx); err != nil || nodes.PausedUntil != 0 {
+		t.Fatalf("the refused move paused rebalancing: %+v %v", nodes, err)
 	}
 	if _, err := a.SetRole(ctx, 1, "read-replica"); !errors.As(err, &ae) || ae.Status != http.StatusConflict || ae.Code != "too_few_nodes" {
 		t.Fatalf("set-role 1 read-replica with 3 voters at replication 3: %v, want 409 too_few_nodes", err)
