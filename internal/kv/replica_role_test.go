@@ -8,6 +8,7 @@ import (
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/shard"
 )
 
 // A read replica's coordinator serves serializable and replicas=1/N
@@ -76,5 +77,50 @@ func TestReadReplicaServesFromItsLearner(t *testing.T) {
 	// A voter's node (not a read replica) reports no learner lag.
 	if lags := c.nodes[1].coord.LearnerLags(); len(lags) != 0 {
 		t.Fatalf("node 1 reports learner lags %+v", lags)
+	}
+}
+
+// A split of a shard with a read replica's learner gives both halves the
+// learner: the read replica still serves reads of either half itself.
+func TestSplitKeepsTheReadReplicasLearner(t *testing.T) {
+	c := newCluster(t, 4, 4, replica.Config{})
+	if err := c.nodes[2].st.AddReplica(ctx5(t), 1, 4, true); err != nil {
+		t.Fatal(err)
+	}
+	n4 := c.nodes[4].coord
+	n4.SetMembers([]kv.Member{{ID: 4, PeerAddr: "p4", Role: "read-replica"}})
+	lower, upper, err := c.nodes[1].coord.SplitShard(ctx5(t), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []uint64{lower.ID, upper.ID} {
+		eventually(t, 10*time.Second, func() error {
+			r := c.nodes[4].st.Replica(d)
+			if r == nil || !r.Desc().IsLearner(4) || r.Desc().IsVoter(4) {
+				return fmt.Errorf("node 4's replica of shard %d: %v", d, r != nil)
+			}
+			return nil
+		})
+	}
+	// A key of each half, written after the split, read by the learners.
+	for i, d := range []uint64{lower.ID, upper.ID} {
+		var k []byte
+		for j := 0; ; j++ {
+			k = []byte(fmt.Sprint("half-", i, "-", j))
+			if r := c.nodes[4].st.Replica(d); r.Desc().Contains(shard.Token(k)) {
+				break
+			}
+		}
+		if _, _, err := c.nodes[1].coord.Put(ctx5(t), k, []byte("x"), kv.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, func() error {
+			before := n4.LearnerReads()
+			got, err := n4.Get(ctx5(t), k, kv.ReadOptions{Consistency: kv.Serializable})
+			if err != nil || string(got.Data) != "x" || n4.LearnerReads() != before+1 {
+				return fmt.Errorf("serializable read of %q on shard %d: %q %v", k, d, got.Data, err)
+			}
+			return nil
+		})
 	}
 }
