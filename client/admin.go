@@ -50,6 +50,11 @@ type MemberInfo struct {
 	// State in the membership record (active, decommissioning); "" before
 	// the answering node has read it.
 	State string `json:"state,omitempty"`
+	// Role: "read-replica" for a read replica ("" for a voter node).
+	Role string `json:"role,omitempty"`
+	// MaxLag: on the answering node's own entry, when it holds learners,
+	// the largest number of entries one is behind its leader.
+	MaxLag *uint64 `json:"max_lag,omitempty"`
 }
 
 // ShardInfo describes one shard as the answering node sees it.
@@ -59,7 +64,7 @@ type ShardInfo struct {
 	TokenEnd   string   `json:"token_end"`   // hex, exclusive; "10000000000000000" is 2^64
 	Epoch      uint64   `json:"epoch"`
 	Replicas   []uint64 `json:"replicas"`           // voters
-	Learners   []uint64 `json:"learners,omitempty"` // non-voting replicas (a move's destination catching up)
+	Learners   []uint64 `json:"learners,omitempty"` // non-voting replicas (a move's destination catching up, or a read replica)
 	Leader     uint64   `json:"leader"`             // 0 when unknown
 	Term       uint64   `json:"term,omitempty"`
 	Applied    uint64   `json:"applied,omitempty"` // the answering node's replica, if any
@@ -69,6 +74,12 @@ type ShardInfo struct {
 	Verified *bool `json:"verified,omitempty"`
 	// Scrub is the answering node's replica's last scrub, if any.
 	Scrub *ShardScrub `json:"scrub,omitempty"`
+	// Lag: when the answering node's replica is a learner (a read
+	// replica), how many entries its applied index is behind its leader's.
+	Lag *uint64 `json:"lag,omitempty"`
+	// LearnerLag: when the answering node leads the shard, the committed
+	// entries each learner lacks, by node id.
+	LearnerLag map[uint64]uint64 `json:"learner_lag,omitempty"`
 }
 
 // ShardScrub is one replica's last scrub (docs/scrub.md).

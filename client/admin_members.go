@@ -19,6 +19,8 @@ type Member struct {
 	PeerAddr string `json:"peer_addr"`
 	// State: active, decommissioning, removed or dead.
 	State string `json:"state"`
+	// Role: "" (voter) or read-replica.
+	Role string `json:"role,omitempty"`
 }
 
 // Settings are the cluster-wide balancing settings; nil fields are unset
@@ -36,6 +38,9 @@ type Move struct {
 	From   uint64 `json:"from"`
 	To     uint64 `json:"to"`
 	Reason string `json:"reason"`
+	// Learner: the move adds a read replica's learner on To (From 0) or
+	// removes the learner on From (To 0).
+	Learner bool `json:"learner,omitempty"`
 }
 
 // BalancerStatus is what a node's balancer does.
@@ -66,6 +71,8 @@ type JoinRequest struct {
 	NodeID   uint64 `json:"node_id"`
 	HTTPAddr string `json:"http_addr"`
 	PeerAddr string `json:"peer_addr"`
+	// Role: "" or voter, or read-replica.
+	Role string `json:"role,omitempty"`
 }
 
 // JoinResponse is the cluster's answer to a join. Shards holds the shard
@@ -102,6 +109,14 @@ func (a *Admin) Decommission(ctx context.Context, id uint64) (Member, error) {
 func (a *Admin) RemoveDead(ctx context.Context, id uint64) (Member, error) {
 	var m Member
 	return m, a.call(ctx, http.MethodPost, "/v1/admin/nodes/"+strconv.FormatUint(id, 10)+"/remove?dead=true", &m)
+}
+
+// SetRole sets node id's role: "read-replica" (it holds a learner of
+// every shard and serves serializable reads; its voters move away) or
+// "voter" (its learners are removed; the balancer gives it voters).
+func (a *Admin) SetRole(ctx context.Context, id uint64, role string) (Member, error) {
+	var m Member
+	return m, a.call(ctx, http.MethodPost, "/v1/admin/nodes/"+strconv.FormatUint(id, 10)+"/role?role="+url.QueryEscape(role), &m)
 }
 
 // SetSettings changes the cluster-wide settings (nil fields unchanged).

@@ -35,7 +35,11 @@ func TestAdminTypesMatchServer(t *testing.T) {
 			UsedIDs: []uint64{1, 2}, Settings: cluster.Settings{TransferLimit: &three, SnapshotRate: &rate, Rebalance: &off},
 			PausedUntil: 77, Balancer: cluster.BalancerStatus{Leading: true, InFlight: []cluster.Move{{Shard: 1, From: 2, To: 3, Reason: cluster.Repair}},
 				Moved: 4, PausedUntil: time.Unix(5, 0).UTC()}}, &Nodes{}},
-		{cluster.JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p"}, &JoinRequest{}},
+		{cluster.JoinRequest{NodeID: 4, HTTPAddr: "h", PeerAddr: "p", Role: cluster.ReadReplica}, &JoinRequest{}},
+		{kv.ClusterInfo{NodeID: 4, Members: []kv.MemberInfo{{NodeID: 4, Role: "read-replica", MaxLag: new(uint64)}},
+			Shards: []kv.ShardInfo{{ID: 1, Learners: []uint64{4}, Lag: new(uint64), LearnerLag: map[uint64]uint64{4: 3}}}}, &ClusterInfo{}},
+		{httpapi.NodesAnswer{Members: []cluster.Member{{ID: 4, PeerAddr: "p", State: cluster.Active, Role: cluster.ReadReplica}},
+			Balancer: cluster.BalancerStatus{InFlight: []cluster.Move{{Shard: 1, To: 4, Reason: cluster.Learn, Learner: true}}}}, &Nodes{}},
 		{cluster.JoinResponse{Members: []cluster.Member{{ID: 1, PeerAddr: "p", State: cluster.Dead}}, Replication: 3,
 			Shards: []shard.Descriptor{{ID: 1, Replicas: []uint64{1}, Epoch: 2}}}, &JoinResponse{}},
 	} {

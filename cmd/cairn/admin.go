@@ -38,7 +38,7 @@ the membership record is replicated). See docs/operations.md.`}
 		return printJSON(cmd.OutOrStdout(), out)
 	}
 
-	node := &cobra.Command{Use: "node", Short: "List, decommission or remove nodes"}
+	node := &cobra.Command{Use: "node", Short: "List, decommission or remove nodes, or set their role"}
 	node.AddCommand(&cobra.Command{Use: "list", Short: "List the members, their state and replica counts", Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -77,6 +77,18 @@ the membership record is replicated). See docs/operations.md.`}
 		}}
 	remove.Flags().BoolVar(&dead, "dead", false, "confirm the node is gone for good (its id is never reused)")
 	node.AddCommand(remove)
+	node.AddCommand(&cobra.Command{Use: "set-role ID voter|read-replica",
+		Short: "Make a node a read replica (learners of every shard, no voter) or a voter again", Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := parseID("node", args[0])
+			if err != nil {
+				return err
+			}
+			if args[1] != "voter" && args[1] != "read-replica" {
+				return usageError{fmt.Errorf("role %q: want voter or read-replica", args[1])}
+			}
+			return call(cmd, func(ctx context.Context, a *client.Admin) (any, error) { return a.SetRole(ctx, id, args[1]) })
+		}})
 
 	var from, to uint64
 	shardCmd := &cobra.Command{Use: "shard", Short: "Move shard replicas and split shards by hand"}
@@ -162,17 +174,24 @@ func printJSON(w io.Writer, v any) error {
 // printNodes prints the members as a table, with each one's replica and
 // leader counts from the shard map of ci (when the node gave one).
 func printNodes(w io.Writer, n client.Nodes, ci client.ClusterInfo) {
-	replicas, leaders := map[uint64]int{}, map[uint64]int{}
+	replicas, learners, leaders := map[uint64]int{}, map[uint64]int{}, map[uint64]int{}
 	for _, s := range ci.Shards {
 		for _, r := range s.Replicas {
 			replicas[r]++
 		}
+		for _, r := range s.Learners {
+			learners[r]++
+		}
 		leaders[s.Leader]++
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATE\tHTTP\tPEER\tREPLICAS\tLEADERS")
+	fmt.Fprintln(tw, "ID\tSTATE\tROLE\tHTTP\tPEER\tREPLICAS\tLEARNERS\tLEADERS")
 	for _, m := range n.Members {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\n", m.ID, m.State, m.HTTPAddr, m.PeerAddr, replicas[m.ID], leaders[m.ID])
+		role := m.Role
+		if role == "" {
+			role = "voter"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", m.ID, m.State, role, m.HTTPAddr, m.PeerAddr, replicas[m.ID], learners[m.ID], leaders[m.ID])
 	}
 	_ = tw.Flush()
 	b := n.Balancer

@@ -41,6 +41,7 @@ func newServeCmd() *cobra.Command {
 		clientAuth                         string
 		authOn                             bool
 		join                               []string
+		role                               string
 		deadNodeTimeout                    time.Duration
 		transferLimit                      int
 		snapshotRate                       int64
@@ -103,7 +104,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
 				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve, SplitSize: autoSplit(splitSize),
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
-				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
+				Join: join, Role: role, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
 				WatchHistory:   watchHistory,
 			})
@@ -148,6 +149,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.Int64Var(&splitSize, "split-size", 256<<20, "a shard whose data takes more than this many bytes on disk is split in two halves of its token range by its leader (no data is copied; 0: never split automatically; POST /v1/admin/shards/{id}/split splits by hand)")
 	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
 	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
+	f.StringVar(&role, "role", "", "with --join: voter (the default) or read-replica, a node holding a non-voting learner of every shard that serves serializable reads locally (docs/operations.md); later changed with `cairn admin node set-role`")
 	f.StringSliceVar(&join, "join", nil, "join the running cluster of these node URLs (http://host:port, comma separated) instead of bootstrapping; needs an empty --data-dir and explicit --http-addr and --peer-addr")
 	f.DurationVar(&deadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node silent this long is declared dead and its replicas replaced (negative: never)")
 	f.IntVar(&transferLimit, "transfer-limit", 2, "replica moves touching one node at once (PUT /v1/admin/settings changes it cluster-wide)")

@@ -136,6 +136,9 @@ type Balancer struct {
 		// learner, or a joint configuration).
 		since  time.Time
 		moving map[uint64]bool
+		// shapes is each shard's voters and learners other than read
+		// replicas' seen last round (role.go: shapeOf).
+		shapes map[uint64]string
 	}
 }
 
@@ -151,6 +154,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.lastSeen = map[uint64]time.Time{}
 	b.mu.epochs = map[uint64]uint64{}
 	b.mu.moving = map[uint64]bool{}
+	b.mu.shapes = map[uint64]string{}
 	b.mu.touched = map[uint64]time.Time{}
 	return b, nil
 }
@@ -212,6 +216,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 		clear(b.mu.lastSeen)
 		clear(b.mu.epochs)
 		clear(b.mu.moving)
+		clear(b.mu.shapes)
 		b.mu.Unlock()
 		return nil
 	}
@@ -238,7 +243,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	now := b.cfg.Now()
 	b.mu.Lock()
-	b.noticeManualLocked(descs, now)
+	b.noticeManualLocked(descs, now, readReplicas(rec))
 	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
 		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
 	for _, mv := range b.mu.inflight {
@@ -270,16 +275,20 @@ const touchGrace = 30 * time.Second
 // while this node has just become the balancer (touchGrace: the previous
 // balancer's moves run on), nor when the shard was already in the middle
 // of a change last round (it continues a move under way, whoever runs
-// it; a move asked by hand writes its pause into the record anyway).
-func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time) {
+// it; a move asked by hand writes its pause into the record anyway), nor
+// when only read replicas' learners changed (role.go).
+func (b *Balancer) noticeManualLocked(descs []shard.Descriptor, now time.Time, readers map[uint64]bool) {
 	first := len(b.mu.epochs) == 0
 	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		prev, seen := b.mu.epochs[d.ID]
 		ended, ours := b.mu.touched[d.ID]
 		underWay := b.mu.moving[d.ID]
-		b.mu.moving[d.ID] = len(d.Learners) > 0 || len(d.Replicas) > b.cfg.Replication
-		if !first && !takingOver && !underWay && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
+		b.mu.moving[d.ID] = movingLearners(d, readers) || len(d.Replicas) > b.cfg.Replication
+		shape := shapeOf(d, readers)
+		readersOnly := seen && b.mu.shapes[d.ID] == shape
+		b.mu.shapes[d.ID] = shape
+		if !first && !takingOver && !underWay && !readersOnly && b.cfg.ManualPause > 0 && (!seen || prev != d.Epoch) && !ours {
 			if !now.Before(b.mu.pausedUntil) {
 				b.cfg.Logger.Info("balancer: a shard changed by hand; rebalancing pauses", "shard", d.ID,
 					"epoch", d.Epoch, "for", b.cfg.ManualPause)
@@ -308,9 +317,12 @@ func (b *Balancer) start(ctx context.Context, mv Move) {
 		mctx, cancel := context.WithTimeout(ctx, b.cfg.MoveTimeout)
 		defer cancel()
 		var err error
-		if mv.From == 0 {
-			err = b.cfg.Mover.AddReplica(mctx, mv.Shard, mv.To, false)
-		} else {
+		switch {
+		case mv.Learner && mv.To == 0:
+			err = b.cfg.Mover.RemoveReplica(mctx, mv.Shard, mv.From)
+		case mv.From == 0:
+			err = b.cfg.Mover.AddReplica(mctx, mv.Shard, mv.To, mv.Learner)
+		default:
 			err = b.cfg.Mover.MoveReplica(mctx, mv.Shard, mv.From, mv.To)
 		}
 		b.mu.Lock()
@@ -372,7 +384,7 @@ func (b *Balancer) detectDead(ctx context.Context, rec Record) (Record, error) {
 	}
 	b.mu.Unlock()
 	for _, id := range dead {
-		if rec.Count(Active)-1 < b.cfg.Replication {
+		if m, _ := rec.Member(id); !m.ReadReplica() && rec.CountVoters()-1 < b.cfg.Replication {
 			b.cfg.Logger.Warn("balancer: a node is silent but too few active nodes remain to replace it; not declaring it dead",
 				"id", id, "timeout", b.cfg.DeadNodeTimeout)
 			continue

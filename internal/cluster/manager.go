@@ -243,6 +243,8 @@ type JoinRequest struct {
 	NodeID   uint64 `json:"node_id"`
 	HTTPAddr string `json:"http_addr"`
 	PeerAddr string `json:"peer_addr"`
+	// Role: "" or voter, or read-replica (role.go).
+	Role Role `json:"role,omitempty"`
 }
 
 // JoinResponse is what the cluster answers a joining node.
@@ -255,12 +257,12 @@ type JoinResponse struct {
 // Join admits a node (or confirms a retried join).
 func (m *Manager) Join(ctx context.Context, req JoinRequest) (JoinResponse, error) {
 	rec, err := m.Update(ctx, func(r Record) (Record, bool, error) {
-		return r.Join(req.NodeID, req.HTTPAddr, req.PeerAddr)
+		return r.JoinAs(req.NodeID, req.HTTPAddr, req.PeerAddr, req.Role)
 	})
 	if err != nil {
 		return JoinResponse{}, err
 	}
-	m.cfg.Logger.Info("node joined", "id", req.NodeID, "http", req.HTTPAddr, "peer", req.PeerAddr)
+	m.cfg.Logger.Info("node joined", "id", req.NodeID, "http", req.HTTPAddr, "peer", req.PeerAddr, "role", req.Role)
 	return JoinResponse{Members: rec.Members, Replication: m.cfg.Replication, Shards: m.cfg.Descriptors()}, nil
 }
 
@@ -275,6 +277,13 @@ func (m *Manager) RemoveDead(ctx context.Context, id uint64) (Member, error) {
 		return Member{}, fmt.Errorf("%w: node %d cannot declare itself dead; ask another node", ErrInvalid, id)
 	}
 	return m.change(ctx, id, func(r Record) (Record, bool, error) { return r.MarkDead(id) })
+}
+
+// SetRole changes node id's role (role.go): the balancer then moves its
+// voters away and gives it learners (read-replica), or the caller removes
+// its learners and the balancer gives it voters (voter).
+func (m *Manager) SetRole(ctx context.Context, id uint64, role Role) (Member, error) {
+	return m.change(ctx, id, func(r Record) (Record, bool, error) { return r.SetRole(id, role, m.cfg.Replication) })
 }
 
 // SetSettings changes the cluster-wide settings.

@@ -14,6 +14,8 @@ const (
 	Repair = "repair"
 	// Balance moves even out replica counts across active nodes.
 	Balance = "balance"
+	// Learn moves add a learner replica on a read replica (role.go).
+	Learn = "read-replica"
 )
 
 // Move is one replica move the balancer runs.
@@ -24,6 +26,9 @@ type Move struct {
 	From   uint64 `json:"from"`
 	To     uint64 `json:"to"`
 	Reason string `json:"reason"`
+	// Learner: the move adds a learner on To (From 0) or removes the
+	// learner on From (To 0); a read replica's replicas (role.go).
+	Learner bool `json:"learner,omitempty"`
 }
 
 // PlanInput is everything Plan decides from.
@@ -62,9 +67,10 @@ type PlanInput struct {
 // moves. Nodes in no member record are left alone. Plan is pure.
 func Plan(in PlanInput) []Move {
 	p := newPlanner(in)
-	moves := p.repairs()
-	if len(moves) > 0 || p.repairing || in.NoBalance {
-		return moves
+	repairs := len(p.repairs())
+	p.learners()
+	if repairs > 0 || p.repairing || in.NoBalance {
+		return p.moves
 	}
 	return p.balance()
 }
@@ -86,6 +92,8 @@ type planner struct {
 	// learner left by an interrupted move too) takes no new replica of it.
 	desc      map[uint64]shard.Descriptor
 	active    []uint64
+	readers   []uint64 // active read replicas
+	role      map[uint64]Role
 	repairing bool
 	moves     []Move
 	// first is each shard's preferred leader (its descriptor's first
@@ -96,17 +104,21 @@ type planner struct {
 
 func newPlanner(in PlanInput) *planner {
 	p := &planner{in: in, limit: max(in.TransferLimit, 1), max: max(in.MaxMoves, 1),
-		state: map[uint64]State{}, busy: map[uint64]int{}, count: map[uint64]int{},
+		state: map[uint64]State{}, role: map[uint64]Role{}, busy: map[uint64]int{}, count: map[uint64]int{},
 		held: map[uint64]map[uint64]bool{}, taken: map[uint64]bool{}, desc: map[uint64]shard.Descriptor{},
 		first: map[uint64]uint64{}, pref: map[uint64]int{}}
 	for _, m := range in.Members {
 		p.state[m.ID] = m.State
-		if m.State == Active {
+		p.role[m.ID] = m.RoleOf()
+		if m.State == Active && m.ReadReplica() {
+			p.readers = append(p.readers, m.ID)
+		} else if m.State == Active {
 			p.active = append(p.active, m.ID)
 			p.count[m.ID] = 0
 		}
 	}
 	slices.Sort(p.active)
+	slices.Sort(p.readers)
 	for _, d := range in.Shards {
 		p.desc[d.ID] = d
 		if len(d.Replicas) > 0 {
@@ -128,7 +140,7 @@ func newPlanner(in PlanInput) *planner {
 			p.repairing = true
 		}
 		p.charge(mv)
-		if h := p.held[mv.Shard]; h != nil {
+		if h := p.held[mv.Shard]; h != nil && !mv.Learner {
 			delete(h, mv.From)
 			h[mv.To] = true
 		}
@@ -151,7 +163,9 @@ func (p *planner) alive(n uint64) bool {
 }
 
 func (p *planner) charge(mv Move) {
-	p.busy[mv.To]++
+	if mv.To != 0 {
+		p.busy[mv.To]++
+	}
 	if mv.From != 0 && p.alive(mv.From) {
 		p.busy[mv.From]++
 	}
@@ -202,10 +216,11 @@ func (p *planner) target(id uint64) (uint64, bool) {
 	return best, found
 }
 
-// leaving reports whether replicas on node n must move away.
+// leaving reports whether (voting) replicas on node n must move away: a
+// read replica holds no voter.
 func (p *planner) leaving(n uint64) bool {
 	s := p.state[n]
-	return s == Dead || s == Removed || s == Decommissioning
+	return s == Dead || s == Removed || s == Decommissioning || p.role[n] == ReadReplica
 }
 
 func (p *planner) repairs() []Move {
@@ -267,6 +282,10 @@ func (p *planner) source(id uint64) uint64 {
 			gone = append(gone, n)
 		case Decommissioning:
 			draining = append(draining, n)
+		default:
+			if p.role[n] == ReadReplica {
+				draining = append(draining, n)
+			}
 		}
 	}
 	slices.Sort(gone)

@@ -71,6 +71,8 @@ type Member struct {
 	HTTPAddr string `json:"http_addr,omitempty"`
 	PeerAddr string `json:"peer_addr"`
 	State    State  `json:"state"`
+	// Role: "" or voter (the default), or read-replica (role.go).
+	Role Role `json:"role,omitempty"`
 }
 
 // Settings are the cluster-wide balancing settings changed at run time
@@ -261,9 +263,9 @@ func (r Record) Decommission(id uint64, rf int) (Record, bool, error) {
 		return r, false, fmt.Errorf("%w: node %d is already %s", ErrRemoved, id, m.State)
 	case m.State == Decommissioning:
 		return r, false, nil
-	case r.Count(Active)-1 < rf:
+	case !m.ReadReplica() && r.CountVoters()-1 < rf:
 		return r, false, fmt.Errorf("%w: decommissioning node %d would leave %d active nodes for replication %d; add a node first",
-			ErrTooFewNodes, id, r.Count(Active)-1, rf)
+			ErrTooFewNodes, id, r.CountVoters()-1, rf)
 	}
 	out := r.Clone()
 	out.set(id, func(m *Member) { m.State = Decommissioning })

@@ -132,6 +132,12 @@ type MemberInfo struct {
 	// State is the member's state in the membership record (active,
 	// decommissioning); empty before the node has read the record.
 	State string `json:"state,omitempty"`
+	// Role: read-replica for a read replica (empty: voter).
+	Role string `json:"role,omitempty"`
+	// MaxLag: the largest lag of the answering node's learners, in
+	// entries (replica_lag.go); only on the answering node's own entry,
+	// when it holds learners.
+	MaxLag *uint64 `json:"max_lag,omitempty"`
 }
 
 // ShardInfo describes one shard as seen by the answering node.
@@ -151,6 +157,13 @@ type ShardInfo struct {
 	// has compared it yet (it serves no reads).
 	Scrub    *store.ShardScrub `json:"scrub,omitempty"`
 	Verified *bool             `json:"verified,omitempty"`
+	// Lag: when the answering node's replica is a learner, the entries
+	// its applied index is behind its leader's (replica_lag.go).
+	Lag *uint64 `json:"lag,omitempty"`
+	// LearnerLag: when the answering node leads the shard, the committed
+	// entries each learner lacks (node id -> entries), as the leader sees
+	// its progress.
+	LearnerLag map[uint64]uint64 `json:"learner_lag,omitempty"`
 }
 
 // ClusterInfo is what GET /v1/cluster reports.

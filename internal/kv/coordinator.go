@@ -70,6 +70,12 @@ type Coordinator struct {
 	refused atomic.Uint64
 	// queues: shard id -> *shardQueue (softlimit.go).
 	queues sync.Map
+	// readReplica: this node's role is read-replica; learnerReads counts
+	// reads served by local learners; lags: the learners' lag
+	// (replica_role.go, replica_lag.go).
+	readReplica  atomic.Bool
+	learnerReads atomic.Uint64
+	lags         lagTable
 
 	mu struct {
 		sync.Mutex
@@ -80,6 +86,7 @@ type Coordinator struct {
 		// peers starts as Config.Peers.
 		peers  map[uint64]string
 		states map[uint64]string
+		roles  map[uint64]string
 	}
 }
 
@@ -198,6 +205,9 @@ func (c *Coordinator) Get(ctx context.Context, key []byte, opts ReadOptions) (Va
 		r := c.cfg.Store.Replica(d.ID)
 		local := r != nil && r.Applied() > 0 && r.Verified()
 		first := c.shortestQueue(d, local, time.Now())
+		if local && c.servesLocally(r) {
+			first = c.cfg.NodeID
+		}
 		if local && first == c.cfg.NodeID {
 			v, err := c.readLocal(r, key)
 			switch {

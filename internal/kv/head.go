@@ -129,6 +129,7 @@ func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (v Value, err er
 		return Value{}, fmt.Errorf("%w: shard %d", statemachine.ErrWrongShard, r.ID())
 	}
 	defer func() { err = stillMember(r, err) }()
+	c.noteLocalRead(r)
 	if c.cfg.Engine == nil {
 		return readLocal(r, key)
 	}

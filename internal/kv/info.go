@@ -73,14 +73,21 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 	}
 	for id, addr := range c.mu.peers {
 		m := MemberInfo{NodeID: id, PeerAddr: addr, HTTPAddr: c.mu.httpAddrs[id], Reachable: c.cfg.Transport.Reachable(id),
-			State: c.mu.states[id]}
+			State: c.mu.states[id], Role: c.mu.roles[id]}
 		if id == c.cfg.NodeID {
 			m.HTTPAddr, m.Reachable = c.cfg.HTTPAddr, true
+			if lag, ok := c.MaxLearnerLag(); ok {
+				m.MaxLag = &lag
+			}
 		}
 		ci.Members = append(ci.Members, m)
 	}
 	c.mu.Unlock()
 	sort.Slice(ci.Members, func(i, j int) bool { return ci.Members[i].NodeID < ci.Members[j].NodeID })
+	lags := map[uint64]uint64{}
+	for _, l := range c.LearnerLags() {
+		lags[l.Shard] = l.Entries
+	}
 	for _, d := range c.shardViews() {
 		si := ShardInfo{
 			ID: d.ID, TokenStart: fmt.Sprintf("%016x", d.Start), TokenEnd: fmt.Sprintf("%016x", d.End),
@@ -90,6 +97,10 @@ func (c *Coordinator) Cluster(ctx context.Context) ClusterInfo {
 			si.TokenEnd = "10000000000000000"
 		}
 		r := c.cfg.Store.Replica(d.ID)
+		if lag, ok := lags[d.ID]; ok {
+			si.Lag = &lag
+		}
+		si.LearnerLag = c.cfg.Store.LeaderLearnerLags(d.ID)
 		if r != nil {
 			si.Term, si.Applied, si.Leader = r.Term(), r.Applied(), r.Leader()
 			verified := r.Verified()
@@ -118,6 +129,8 @@ type Member struct {
 	ID                 uint64
 	HTTPAddr, PeerAddr string
 	State              string
+	// Role: "" (voter) or read-replica.
+	Role string
 }
 
 // SetMembers replaces the members Cluster lists and asks (the membership
@@ -126,13 +139,17 @@ func (c *Coordinator) SetMembers(ms []Member) {
 	peers, states := map[uint64]string{}, map[uint64]string{}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	roles := map[uint64]string{}
 	for _, m := range ms {
-		peers[m.ID], states[m.ID] = m.PeerAddr, m.State
+		peers[m.ID], states[m.ID], roles[m.ID] = m.PeerAddr, m.State, m.Role
+		if m.ID == c.cfg.NodeID {
+			c.readReplica.Store(m.Role == roleReadReplica)
+		}
 		if m.HTTPAddr != "" && m.ID != c.cfg.NodeID {
 			c.mu.httpAddrs[m.ID] = m.HTTPAddr
 		}
 	}
-	c.mu.peers, c.mu.states = peers, states
+	c.mu.peers, c.mu.states, c.mu.roles = peers, states, roles
 }
 
 // peers returns the members' peer addresses.

@@ -30,7 +30,7 @@ func (s *Server) join() (identity, error) {
 	cfg := s.cfg
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	req := client.JoinRequest{NodeID: cfg.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr}
+	req := client.JoinRequest{NodeID: cfg.NodeID, HTTPAddr: cfg.HTTPAddr, PeerAddr: cfg.PeerAddr, Role: cfg.Role}
 	var last error
 	for {
 		for _, u := range cfg.Join {
@@ -158,6 +158,9 @@ func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (
 	if !ok {
 		return shard.Descriptor{}, ErrMovesUnsupported
 	}
+	if err := b.s.refuseReadReplica(to); err != nil {
+		return shard.Descriptor{}, err // (before the pause: a refused move pauses nothing)
+	}
 	if err := b.s.members.PauseRebalancing(ctx, time.Now().Add(manualPause)); err != nil {
 		b.s.log.Warn("a replica moved by hand: pausing rebalancing", "err", err)
 	}
@@ -168,6 +171,7 @@ func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (
 type membership struct {
 	mgr *cluster.Manager
 	bal *cluster.Balancer
+	s   *Server // SetRole's learner removal (role.go)
 }
 
 func (m membership) Nodes(ctx context.Context) (cluster.Record, uint64, error) {
@@ -246,6 +250,7 @@ func (s *Server) startMembership() {
 	})
 	s.goBG(func() { s.members.Run(ctx) })
 	s.goBG(func() { s.balancer.Run(ctx) })
+	s.goBG(func() { s.coord.RunLagSampler(ctx) })
 }
 
 // registerSelf writes the record if this node bootstraps the cluster and
@@ -346,9 +351,10 @@ func (s *Server) membersChanged(rec cluster.Record) {
 		if m.State == cluster.Dead {
 			continue
 		}
-		ms = append(ms, kv.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, PeerAddr: m.PeerAddr, State: string(m.State)})
+		ms = append(ms, kv.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, PeerAddr: m.PeerAddr, State: string(m.State), Role: string(m.Role)})
 	}
 	s.coord.SetMembers(ms)
+	s.noteRole(rec)
 	if me, ok := rec.Member(s.identity.NodeID); ok && me.State.Gone() {
 		s.markRemoved(fmt.Errorf("%w: node %d is %s", cluster.ErrRemoved, me.ID, me.State))
 		return

@@ -7,7 +7,7 @@ import (
 
 // registerMetrics exports node-level gauges and counters.
 func registerMetrics(reg *prometheus.Registry, s *Server) {
-	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newShardCollector(s), newQueueCollector(s))
+	reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}), newShardCollector(s), newQueueCollector(s), newLearnerCollector(s))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_storage_commits_total", Help: "Storage batches committed.",
 	}, func() float64 { return float64(s.eng.Stats().Commits) }))

@@ -117,6 +117,9 @@ type Config struct {
 	// their cluster through the first that answers instead of
 	// bootstrapping from InitialCluster (members.go).
 	Join []string
+	// Role is the role a joining node asks for: "" or voter, or
+	// read-replica (role.go). Read at the join only.
+	Role string
 	// MembersPoll is how often the node reads the membership record.
 	// Default 1s.
 	MembersPoll time.Duration
@@ -211,6 +214,7 @@ type Server struct {
 	identity    identity
 	removed     chan struct{}
 	removedOnce sync.Once
+	roleWarn    sync.Once // role.go
 	// snapshotRate is the snapshot rate in force, bytes/s (0: unlimited).
 	snapshotRate atomic.Int64
 	// fallbackNext rotates readThroughPeer's first member.
@@ -296,6 +300,8 @@ func (c Config) Validate() error {
 		return errors.New("server: members poll, transfer limit and snapshot rate cannot be negative")
 	case c.ShardSoftLimit < 0:
 		return fmt.Errorf("server: shard soft limit %d: want 0 (off) or more", c.ShardSoftLimit)
+	case c.checkRoleFlag() != nil:
+		return c.checkRoleFlag()
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
 	}
@@ -373,6 +379,9 @@ func (s *Server) build() error {
 		}
 		s.fresh, bootstrap = true, false
 	case !found:
+		if cfg.Role == string(cluster.ReadReplica) {
+			return errReadReplicaBootstrap
+		}
 		if _, ok := cfg.InitialCluster[cfg.NodeID]; !ok {
 			return fmt.Errorf("server: node id %d is not in --initial-cluster", cfg.NodeID)
 		}
@@ -476,7 +485,7 @@ func (s *Server) build() error {
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
-		Stopping: s.stopping, Members: membership{s.members, s.balancer},
+		Stopping: s.stopping, Members: membership{s.members, s.balancer, s},
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}

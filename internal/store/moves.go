@@ -96,8 +96,8 @@ func (s *Store) MoveReplica(ctx context.Context, shardID, from, to uint64) error
 }
 
 // AddReplica adds node to to the shard: as a learner that stays one with
-// learnerOnly (a read replica), else promoted to voter once caught up.
-// Idempotent; forwarded to the leader like MoveReplica.
+// learnerOnly (a read replica), else promoted to voter once caught up;
+// either way it returns once the new replica has caught up. Idempotent; forwarded to the leader like MoveReplica.
 func (s *Store) AddReplica(ctx context.Context, shardID, to uint64, learnerOnly bool) error {
 	if to == 0 {
 		return fmt.Errorf("%w: add node 0", ErrBadChange)

@@ -88,8 +88,12 @@ func nextStep(c MemberChange, self uint64, st raft.Status, last uint64) (step, e
 		switch {
 		case voter(to) && c.Learner:
 			return step{}, fmt.Errorf("%w: node %d is a voter of shard %d", ErrBadChange, to, c.Shard)
-		case voter(to), learner(to) && c.Learner:
+		case voter(to), learner(to) && c.Learner && caughtUp(to):
 			return step{done: true}, nil
+		case learner(to) && c.Learner:
+			// A read replica's learner: done once it has caught up, so
+			// the balancer's transfer limit covers its snapshot.
+			return step{create: to}, nil
 		case !member(to):
 			return step{create: to, cc: add(to, raftpb.ConfChangeAddLearnerNode)}, nil
 		case !caughtUp(to):

@@ -72,6 +72,7 @@ var routes = []struct {
 	{"/v1/admin/nodes/join", nil},
 	{"/v1/admin/nodes/{id}/decommission", nil},
 	{"/v1/admin/nodes/{id}/remove", nil},
+	{"/v1/admin/nodes/{id}/role", nil},
 	{"/v1/admin/settings", nil},
 	{"/v1/admin/shards/3/move", nil},
 	{"/v1/admin/hashes", nil},

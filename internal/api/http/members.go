@@ -48,6 +48,7 @@ func (a *api) memberRoutes(mux *http.ServeMux) {
 	mux.Handle("/v1/admin/nodes/join", a.wrap("admin", false, a.adminJoin))
 	mux.Handle("/v1/admin/nodes/{id}/decommission", a.wrap("admin", false, a.adminDecommission))
 	mux.Handle("/v1/admin/nodes/{id}/remove", a.wrap("admin", false, a.adminRemove))
+	mux.Handle("/v1/admin/nodes/{id}/role", a.wrap("admin", false, a.adminRole))
 	mux.Handle("/v1/admin/settings", a.wrap("admin", false, a.adminSettings))
 }
 

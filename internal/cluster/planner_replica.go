@@ -1,0 +1,63 @@
+package cluster
+
+// The planner's rules for read replicas (role.go):
+//
+//   - a read replica is never a move's destination for a voter, and the
+//     voters it holds (a voter turned read replica by SetRole) move away
+//     like a decommissioning node's (planner.leaving, planner.source);
+//   - its learners do not count for the replication factor: the planner's
+//     replica counts (held, count) list voters only;
+//   - every active read replica gets a learner of every shard, one Learn
+//     move (an AddReplica with learnerOnly, never promoted) at a time per
+//     shard, under the same TransferLimit as other moves;
+//   - the learners of a read replica that is decommissioning, dead or
+//     removed are removed (a Repair move with Learner and To 0).
+//
+// A learner on a voter node is left alone: it is a move's destination
+// catching up (or one an interrupted move left, which that move finishes
+// when run again).
+
+// learners plans the read replicas' learner additions and removals, after
+// the repairs and within the same limits.
+func (p *planner) learners() {
+	for _, d := range p.in.Shards {
+		for _, n := range d.Learners {
+			if len(p.moves) >= p.max {
+				return
+			}
+			if p.taken[d.ID] || p.role[n] != ReadReplica || !p.leavingState(n) {
+				continue
+			}
+			if p.alive(n) && !p.free(n) {
+				continue
+			}
+			p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Repair})
+		}
+	}
+	for _, n := range p.readers {
+		for _, d := range p.in.Shards {
+			if len(p.moves) >= p.max || !p.free(n) {
+				break
+			}
+			if p.taken[d.ID] || d.HasReplica(n) || p.held[d.ID][n] {
+				continue
+			}
+			p.addLearnerMove(Move{Shard: d.ID, To: n, Learner: true, Reason: Learn})
+		}
+	}
+}
+
+// leavingState reports whether node n is decommissioning, dead or
+// removed (whatever its role).
+func (p *planner) leavingState(n uint64) bool {
+	s := p.state[n]
+	return s == Dead || s == Removed || s == Decommissioning
+}
+
+// addLearnerMove records a planned learner move: it takes the shard and
+// the nodes' transfer slots but changes no voter count.
+func (p *planner) addLearnerMove(mv Move) {
+	p.moves = append(p.moves, mv)
+	p.taken[mv.Shard] = true
+	p.charge(mv)
+}
