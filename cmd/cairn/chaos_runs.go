@@ -23,8 +23,9 @@ type runOpts struct {
 	preload              int64 // -1: the scenario's default
 	valueSize            int
 	indexKeys            int
-	transferLimit        int // 0: the nodes' default
-	shards               int // 0: one per node
+	transferLimit        int   // 0: the nodes' default
+	snapshotRate         int64 // negative: the nodes' default
+	shards               int   // 0: one per node
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more
@@ -125,4 +126,13 @@ func runSweep(ctx context.Context, cmd *cobra.Command, kind string, values []flo
 		return fmt.Errorf("%d run(s) of the sweep failed a check", failed)
 	}
 	return nil
+}
+
+// snapshotRateOpt is --snapshot-rate for chaos.Config: nil when not given.
+func (o runOpts) snapshotRateOpt() *int64 {
+	if o.snapshotRate < 0 {
+		return nil
+	}
+	r := o.snapshotRate
+	return &r
 }

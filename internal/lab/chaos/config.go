@@ -48,6 +48,10 @@ type Config struct {
 	// the start, through the admin settings call; default 0: the nodes'
 	// own default.
 	TransferLimit int
+	// SnapshotRate, when set, is set as the cluster's snapshot rate
+	// (bytes/s each node streams snapshots at; 0 unlimited) right after
+	// the start, like TransferLimit; default nil: the nodes' own default.
+	SnapshotRate *int64
 	// Shards at bootstrap, a count; default 0: one per node.
 	Shards int
 }
@@ -83,6 +87,9 @@ func (c Config) Validate() error {
 	}
 	if c.TransferLimit < 0 || c.TransferLimit > 64 {
 		return fmt.Errorf("%w: TransferLimit %d: want 0 (the nodes' default) to 64", ErrInvalidConfig, c.TransferLimit)
+	}
+	if c.SnapshotRate != nil && *c.SnapshotRate < 0 {
+		return fmt.Errorf("%w: SnapshotRate %d: want 0 (unlimited) or more", ErrInvalidConfig, *c.SnapshotRate)
 	}
 	if c.Duration <= 0 {
 		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)

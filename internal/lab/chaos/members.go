@@ -276,3 +276,16 @@ func (c *Cluster) setTransferLimit(n int) error {
 	}
 	return nil
 }
+
+// setSnapshotRate sets the cluster-wide snapshot rate (bytes/s, 0
+// unlimited) like setTransferLimit.
+func (c *Cluster) setSnapshotRate(r int64) error {
+	err := c.adminCall(0, func(ctx context.Context, a *client.Admin) error {
+		_, err := a.SetSettings(ctx, client.Settings{SnapshotRate: &r})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: set the snapshot rate to %d: %w", r, err)
+	}
+	return nil
+}
