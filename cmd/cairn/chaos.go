@@ -247,7 +247,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
 		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Steps: s.Steps(d), Progress: errw, Preload: pre,
-		TransferLimit: o.transferLimit, SnapshotRate: o.snapshotRateOpt(), Shards: cmp.Or(o.shards, s.Shards)})
+		TransferLimit: o.transferLimit, SnapshotRate: o.snapshotRateOpt(), Shards: cmp.Or(o.shards, s.Shards),
+		HoldLoad: s.HoldLoad})
 	if err != nil {
 		return nil, err
 	}

@@ -59,8 +59,8 @@ type Cluster struct {
 	// drain) was seen done, until runSteps takes it; under notesMu.
 	settled time.Time
 	// preload is the run's preloaded records and loadEnd when its load
-	// stops (set by Run before the load starts); elastic the elastic
-	// scenario's check.
+	// stops (zero: when the steps end, Config.HoldLoad), both set by Run
+	// before the load starts; elastic is the elastic scenario's check.
 	preload PreloadConfig
 	loadEnd time.Time
 	elastic elasticState

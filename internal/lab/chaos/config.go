@@ -54,6 +54,9 @@ type Config struct {
 	SnapshotRate *int64
 	// Shards at bootstrap, a count; default 0: one per node.
 	Shards int
+	// HoldLoad: the load runs until every step has healed, and at least
+	// Duration (Scenario.HoldLoad). Default false: Duration exactly.
+	HoldLoad bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every

@@ -247,6 +247,18 @@ func (w *settleWatch) end() {
 	<-w.done
 }
 
+// endSeen stops the watch after its condition was seen to hold by
+// another poll (a healing step waiting for the same thing), recording now
+// as the moment it settled if the watch's own poll had not seen it yet.
+func (w *settleWatch) endSeen(c *Cluster) {
+	w.end()
+	c.notesMu.Lock()
+	if c.settled.IsZero() {
+		c.settled = time.Now()
+	}
+	c.notesMu.Unlock()
+}
+
 // takeSettled returns and forgets when the last fault's work was seen done
 // (zero: not seen).
 func (c *Cluster) takeSettled() time.Time {

@@ -85,7 +85,9 @@ func (f *decommissionFault) Inject(c *Cluster, n int) error {
 
 func (f *decommissionFault) Heal(c *Cluster, n int) error {
 	why := waitFor(drainTimeout, func() string { return c.drained(n) })
-	if f.watch != nil {
+	if f.watch != nil && why == "" {
+		f.watch.endSeen(c)
+	} else if f.watch != nil {
 		f.watch.end()
 	}
 	if why != "" {

@@ -189,11 +189,21 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	start := time.Now()
 	c.preload, c.loadEnd = cfg.Preload, start.Add(cfg.Duration)
+	if cfg.HoldLoad {
+		c.loadEnd = time.Time{} // with the steps
+	}
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	if cfg.HoldLoad {
+		wctx, stopLoad = context.WithCancel(ctx)
+	}
 	defer stopLoad()
 	wait := startWorkload(wctx, rec, c.Endpoints(), cfg.Workload, cfg.Preload, c.clientOptions)
 	faults := runSteps(wctx, c, cfg.Steps, start, logf)
+	if cfg.HoldLoad {
+		sleepUntil(wctx, start.Add(cfg.Duration))
+		stopLoad()
+	}
 	wait()
 	// Heal anything still injected, then let the cluster settle.
 	for i := range c.Size() {
