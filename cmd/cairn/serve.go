@@ -37,6 +37,7 @@ func newServeCmd() *cobra.Command {
 		etcdAddr                           string
 		quotaBytes, diskReserve            int64
 		splitSize                          int64
+		splitLoad                          float64
 		tlsFiles, peerTLS                  security.Files
 		clientAuth                         string
 		authOn                             bool
@@ -101,7 +102,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize, ValueSeparation: valueSeparation,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
-				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve, SplitSize: autoSplit(splitSize),
+				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve, SplitSize: autoSplit(splitSize), SplitLoad: splitLoad,
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
@@ -145,6 +146,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache, which its memtables share (data, index and filter blocks of the node's files); under a cgroup memory limit the node holds at most 35 % of the limit there")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
+	f.Float64Var(&splitLoad, "split-load", 0, "a shard whose log grows by more than this many entries per second (its writes, mostly) at three checks in a row, 30 s apart, is split in two halves by its leader like one that passed --split-size (0: never for load)")
 	f.Int64Var(&splitSize, "split-size", 256<<20, "a shard whose data takes more than this many bytes on disk is split in two halves of its token range by its leader (no data is copied; 0: never split automatically; POST /v1/admin/shards/{id}/split splits by hand)")
 	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
 	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")

@@ -59,9 +59,18 @@ type Config struct {
 	// in two halves of its token range (split.go). Default 256 MiB;
 	// negative disables automatic splits.
 	SplitSize int64
-	// SplitCheckInterval: how often the leaders' sizes are checked.
-	// Default 30s.
+	// SplitCheckInterval: how often the leaders' sizes and write loads
+	// are checked. Default 30s.
 	SplitCheckInterval time.Duration
+	// SplitLoad: a shard this node leads whose log grew by more than this
+	// many entries per second (its writes, mostly) at SplitLoadChecks
+	// checks in a row is split like one that passed SplitSize, so that
+	// its halves can be led, and held, by different nodes. Default 0:
+	// never split for load.
+	SplitLoad float64
+	// SplitLoadChecks: how many checks in a row a shard's write load must
+	// stay above SplitLoad. Default 3 (90 s at the default interval).
+	SplitLoadChecks int
 	// PeerWait: how long a replica move waits for its destination to
 	// become a known peer of the shard's leader. A node that just joined
 	// is known at once to the node that admitted it, but the others learn
@@ -107,6 +116,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.SplitCheckInterval == 0 {
 		c.SplitCheckInterval = 30 * time.Second
 	}
+	if c.SplitLoadChecks == 0 {
+		c.SplitLoadChecks = 3
+	}
 	if c.PeerWait == 0 {
 		c.PeerWait = 5 * time.Second
 	}
@@ -133,6 +145,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: ScrubWait %s: want a positive duration", c.ScrubWait)
 	case c.SplitCheckInterval < 0:
 		return fmt.Errorf("store: SplitCheckInterval %s: want a positive duration", c.SplitCheckInterval)
+	case c.SplitLoad < 0 || c.SplitLoadChecks < 1:
+		return fmt.Errorf("store: SplitLoad %g, SplitLoadChecks %d: want 0 (off) or more entries/s and at least one check", c.SplitLoad, c.SplitLoadChecks)
 	case c.MaxSnapshots < 1:
 		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
 	}
@@ -270,7 +284,7 @@ func (s *Store) Start(campaign bool) {
 		s.goFunc(s.scrubber)
 		s.goFunc(s.hasher)
 	}
-	if s.cfg.SplitSize > 0 {
+	if s.cfg.SplitSize > 0 || s.cfg.SplitLoad > 0 {
 		s.goFunc(s.splitter)
 	}
 	if campaign {
