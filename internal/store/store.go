@@ -485,10 +485,17 @@ func (s *Store) balancer() {
 // a replica's Readies have become slow (a stalled disk) or the node itself
 // is starved of CPU: a sleep of a random 50–150 ms (random, so it cannot
 // alias with a CPU quota's period) overruns by over 20 ms in at least 3 of
-// the last 10 rounds.
+// the last 10 rounds. A leadership this node took less than
+// starvedMinLead ago is not handed away for starvation: when the whole
+// machine is short of CPU (every node late), each node would otherwise
+// hand its leaderships to another just as starved, which hands them on
+// within a second, and the shards spend the load's worst moments
+// changing leaders (seen during joins on a shared 2-core machine: a
+// handover every few hundred milliseconds).
 func (s *Store) health() {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var late [10]bool
+	since := leadClock{}
 	for n := 0; ; n++ {
 		d := 50*time.Millisecond + time.Duration(rng.Int63n(int64(100*time.Millisecond)))
 		start := time.Now()
@@ -505,8 +512,15 @@ func (s *Store) health() {
 			}
 		}
 		starved := n >= len(late) && lateCount >= 3
-		for _, r := range s.replicaList() {
-			if !r.IsLeader() || (!starved && r.ReadyLatency() < s.cfg.SickThreshold) {
+		now := time.Now()
+		replicas := s.replicaList()
+		observeLeads(since, replicas, now)
+		for _, r := range replicas {
+			if !r.IsLeader() {
+				continue
+			}
+			slow := r.ReadyLatency() >= s.cfg.SickThreshold
+			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead) {
 				continue
 			}
 			st := r.Status()
@@ -528,6 +542,40 @@ func (s *Store) health() {
 			s.cfg.Logger.Warn("node is sick: handing leadership over", "shard", r.ID(), "starved", starved,
 				"late_ticks", lateCount, "ready_latency", r.ReadyLatency().Round(time.Millisecond), "to", best)
 			r.TransferLeadership(best)
+		}
+	}
+}
+
+// starvedMinLead: a leadership taken less than this long ago is kept
+// though the node looks starved of CPU (Store.health).
+const starvedMinLead = 5 * time.Second
+
+// leadClock holds when this node was first seen leading each shard it
+// leads now (Store.health's rounds).
+type leadClock map[uint64]time.Time
+
+// leader is what leadClock needs of a replica.
+type leader interface {
+	ID() uint64
+	IsLeader() bool
+}
+
+// observeLeads records now in c for the shards led now and not at the last call,
+// and forgets the shards no longer led.
+func observeLeads[R leader](c leadClock, replicas []R, now time.Time) {
+	led := map[uint64]bool{}
+	for _, r := range replicas {
+		if !r.IsLeader() {
+			continue
+		}
+		led[r.ID()] = true
+		if _, ok := c[r.ID()]; !ok {
+			c[r.ID()] = now
+		}
+	}
+	for id := range c {
+		if !led[id] {
+			delete(c, id)
 		}
 	}
 }

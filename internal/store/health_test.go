@@ -1,0 +1,34 @@
+package store
+
+import (
+	"testing"
+	"time"
+)
+
+type fakeLeader struct {
+	id   uint64
+	lead bool
+}
+
+func (f fakeLeader) ID() uint64     { return f.id }
+func (f fakeLeader) IsLeader() bool { return f.lead }
+
+// A leadership keeps the time it was first seen, and loses it when lost,
+// so one taken again starts a new starvedMinLead.
+func TestLeadClockKeepsWhenALeadershipWasTaken(t *testing.T) {
+	c := leadClock{}
+	t0 := time.Unix(100, 0)
+	observeLeads(c, []fakeLeader{{1, true}, {2, false}}, t0)
+	observeLeads(c, []fakeLeader{{1, true}, {2, true}}, t0.Add(time.Second))
+	if c[1] != t0 || c[2] != t0.Add(time.Second) {
+		t.Fatalf("first seen leading: %v", c)
+	}
+	observeLeads(c, []fakeLeader{{1, false}, {2, true}}, t0.Add(2*time.Second))
+	if _, ok := c[1]; ok {
+		t.Fatalf("shard 1 no longer led but kept: %v", c)
+	}
+	observeLeads(c, []fakeLeader{{1, true}, {2, true}}, t0.Add(3*time.Second))
+	if c[1] != t0.Add(3*time.Second) || c[2] != t0.Add(time.Second) {
+		t.Fatalf("shard 1 led again: %v", c)
+	}
+}
