@@ -3,6 +3,8 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/shard"
 )
 
 type fakeLeader struct {
@@ -30,5 +32,16 @@ func TestLeadClockKeepsWhenALeadershipWasTaken(t *testing.T) {
 	observeLeads(c, []fakeLeader{{1, true}, {2, true}}, t0.Add(3*time.Second))
 	if c[1] != t0.Add(3*time.Second) || c[2] != t0.Add(time.Second) {
 		t.Fatalf("shard 1 led again: %v", c)
+	}
+}
+
+func TestMoveUnderWayIsALearner(t *testing.T) {
+	d := shard.Descriptor{ID: 1, Replicas: []uint64{1, 2, 3}}
+	if moveUnderWay(d) {
+		t.Fatal("three voters and no learner: no move under way")
+	}
+	d.Learners = []uint64{4}
+	if !moveUnderWay(d) {
+		t.Fatal("a learner: a move under way")
 	}
 }

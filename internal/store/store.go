@@ -453,7 +453,7 @@ func (s *Store) balancer() {
 		now := time.Now()
 		for _, r := range s.replicaList() {
 			d := r.Desc()
-			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID {
+			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d) {
 				continue
 			}
 			if t, ok := s.moved[d.ID]; ok && now.Sub(t) < time.Minute {
@@ -485,7 +485,8 @@ func (s *Store) balancer() {
 // a replica's Readies have become slow (a stalled disk) or the node itself
 // is starved of CPU: a sleep of a random 50–150 ms (random, so it cannot
 // alias with a CPU quota's period) overruns by over 20 ms in at least 3 of
-// the last 10 rounds. A leadership this node took less than
+// the last 10 rounds. Starvation does not move the leadership of a
+// shard with a move under way (moveUnderWay). A leadership this node took less than
 // starvedMinLead ago is not handed away for starvation: when the whole
 // machine is short of CPU (every node late), each node would otherwise
 // hand its leaderships to another just as starved, which hands them on
@@ -520,7 +521,7 @@ func (s *Store) health() {
 				continue
 			}
 			slow := r.ReadyLatency() >= s.cfg.SickThreshold
-			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead) {
+			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc())) {
 				continue
 			}
 			st := r.Status()
@@ -545,6 +546,14 @@ func (s *Store) health() {
 		}
 	}
 }
+
+// moveUnderWay reports whether d has a learner: a replica being added,
+// whose snapshot streams from the leader. A leadership change then
+// wastes the stream (the learner refuses a snapshot of an older term), so
+// neither the preferred-leader balancer nor a starved node moves the
+// leadership of such a shard; the move hands it over itself when it
+// removes the leader's replica.
+func moveUnderWay(d shard.Descriptor) bool { return len(d.Learners) > 0 }
 
 // starvedMinLead: a leadership taken less than this long ago is kept
 // though the node looks starved of CPU (Store.health).
