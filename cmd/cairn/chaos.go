@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -35,6 +36,7 @@ func newChaosCmd() *cobra.Command {
 		valueSize      int
 		indexKeys      int
 		transferLimit  int
+		snapshotRate   int64
 		shards         int
 		clientAPI      string
 	)
@@ -120,11 +122,14 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 			if clientAPI != "http" && clientAPI != "etcd" {
 				return usageError{fmt.Errorf("--client must be http or etcd, not %q", clientAPI)}
 			}
+			if snapshotRate < -1 {
+				return usageError{fmt.Errorf("--snapshot-rate must be 0 (unlimited) or more")}
+			}
 			if transferLimit < 0 || transferLimit > 64 {
 				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
 			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, shards: shards, etcd: clientAPI == "etcd"}
+				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, snapshotRate: snapshotRate, shards: shards, etcd: clientAPI == "etcd"}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -177,6 +182,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.IntVar(&valueSize, "value-size", 1024, "bytes of each preloaded record")
 	f.IntVar(&shards, "shards", 0, "shards at bootstrap (default: one per node)")
 	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
+	f.Int64Var(&snapshotRate, "snapshot-rate", -1, "set the cluster's snapshot rate (bytes/s each node streams snapshots at, 0 unlimited) at the start (default: the nodes' own)")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
@@ -252,7 +258,8 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
 		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Etcd: etcd, Steps: s.Steps(d), Progress: errw, Preload: pre,
-		TransferLimit: o.transferLimit, Shards: o.shards})
+		TransferLimit: o.transferLimit, SnapshotRate: o.snapshotRateOpt(), Shards: cmp.Or(o.shards, s.Shards),
+		HoldLoad: s.HoldLoad})
 	if err != nil {
 		return nil, err
 	}
@@ -297,6 +304,18 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	}
 	for _, dv := range r.Diverged {
 		fmt.Fprintf(w, "  diverged: %s\n", dv)
+	}
+	if e := r.Elastic; e != nil {
+		var errs uint64
+		for _, n := range r.ClientErrors {
+			errs += n
+		}
+		fmt.Fprintf(w, "  elastic: node %d held %d of %d replicas (%d active nodes) %.1fs after joining; read %d of %d records through it in %.1fs (%d not found, %d errors); node %d drained %.1fs after the decommission, exited by %.1fs, load still running %v; client errors %d\n",
+			e.Joined, e.Held, e.Replicas, e.Active, float64(e.BalanceMs)/1000, e.KeysRead, e.Keys, float64(e.ReadMs)/1000, e.KeysMissing, e.ReadErrors,
+			e.Drained, float64(e.DrainMs)/1000, float64(e.ExitMs)/1000, e.LoadRan, errs)
+		for _, p := range e.Problems {
+			fmt.Fprintf(w, "    problem: %s\n", p)
+		}
 	}
 	if x := r.Index; x != nil {
 		msg := ""

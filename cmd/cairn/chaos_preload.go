@@ -26,6 +26,9 @@ func preloadFor(s chaos.Scenario, o runOpts) (chaos.PreloadConfig, error) {
 		if hasMemoryFault(s) {
 			n = defaultMemoryPreload
 		}
+		if s.Preload > 0 {
+			n = s.Preload
+		}
 	}
 	if n == 0 {
 		return chaos.PreloadConfig{}, nil

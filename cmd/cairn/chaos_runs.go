@@ -23,9 +23,10 @@ type runOpts struct {
 	preload              int64 // -1: the scenario's default
 	valueSize            int
 	indexKeys            int
-	transferLimit        int  // 0: the nodes' default
-	shards               int  // 0: one per node
-	etcd                 bool // the workload speaks the etcd API (--client etcd)
+	transferLimit        int   // 0: the nodes' default
+	snapshotRate         int64 // negative: the nodes' default
+	shards               int   // 0: one per node
+	etcd                 bool  // the workload speaks the etcd API (--client etcd)
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more
@@ -126,4 +127,13 @@ func runSweep(ctx context.Context, cmd *cobra.Command, kind string, values []flo
 		return fmt.Errorf("%d run(s) of the sweep failed a check", failed)
 	}
 	return nil
+}
+
+// snapshotRateOpt is --snapshot-rate for chaos.Config: nil when not given.
+func (o runOpts) snapshotRateOpt() *int64 {
+	if o.snapshotRate < 0 {
+		return nil
+	}
+	r := o.snapshotRate
+	return &r
 }

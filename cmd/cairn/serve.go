@@ -37,6 +37,7 @@ func newServeCmd() *cobra.Command {
 		etcdAddr                           string
 		quotaBytes, diskReserve            int64
 		splitSize                          int64
+		splitLoad                          float64
 		tlsFiles, peerTLS                  security.Files
 		clientAuth                         string
 		authOn                             bool
@@ -102,7 +103,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				GroupCommitDelay: groupDelay, GroupCommitWrites: groupWrites, CacheSize: cacheSize, ValueSeparation: valueSeparation,
 				Version: version, Logger: slog.Default(), TuneRuntime: true,
 				EtcdAddr: etcd, EtcdAddrOptional: etcdOptional,
-				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve, SplitSize: autoSplit(splitSize),
+				QuotaBytes: quotaBytes, DiskReserveBytes: diskReserve, SplitSize: autoSplit(splitSize), SplitLoad: splitLoad,
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, Role: role, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
@@ -146,6 +147,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.Int64Var(&cacheSize, "cache-size", storage.DefaultCacheSize, "bytes of Pebble's block cache, which its memtables share (data, index and filter blocks of the node's files); under a cgroup memory limit the node holds at most 35 % of the limit there")
 	f.BoolVar(&unsafeNoSync, "unsafe-no-sync", false, "UNSAFE: never fsync; acknowledged writes can be lost (experiments only)")
 	f.StringVar(&etcdAddr, "etcd-addr", "", `etcd v3 gRPC API listen address (default: the --http-addr port + 100, skipped with a warning if busy; "off" to disable)`)
+	f.Float64Var(&splitLoad, "split-load", 0, "a shard whose log grows by more than this many entries per second (its writes, mostly) at three checks in a row, 30 s apart, is split in two halves by its leader like one that passed --split-size (0: never for load)")
 	f.Int64Var(&splitSize, "split-size", 256<<20, "a shard whose data takes more than this many bytes on disk is split in two halves of its token range by its leader (no data is copied; 0: never split automatically; POST /v1/admin/shards/{id}/split splits by hand)")
 	f.Int64Var(&quotaBytes, "quota-bytes", 0, "past this many bytes of storage on disk the node answers new values with 507 quota_exceeded (reads and deletes still work; 0: no quota)")
 	f.Int64Var(&diskReserve, "disk-reserve-bytes", server.DefaultDiskReserve, "below this much free space on the data directory's filesystem the node answers new values with 507 disk_full and hands its leaderships away (negative: no check)")
@@ -154,7 +156,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.DurationVar(&deadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node silent this long is declared dead and its replicas replaced (negative: never)")
 	f.IntVar(&transferLimit, "transfer-limit", 2, "replica moves touching one node at once (PUT /v1/admin/settings changes it cluster-wide)")
 	f.IntVar(&watchHistory, "watch-history", 20000, "log indexes per shard whose changes are kept for etcd watches, the same on every node (0: none; each write then skips reading the value it replaces)")
-	f.Int64Var(&snapshotRate, "snapshot-rate", 0, "snapshot streaming bound in bytes/s, 0 unlimited (PUT /v1/admin/settings changes it cluster-wide)")
+	f.Int64Var(&snapshotRate, "snapshot-rate", defaultSnapshotRate, "snapshot streaming bound in bytes/s for all of the node's outgoing snapshots together, 0 unlimited (PUT /v1/admin/settings changes it cluster-wide)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")
 	f.StringVar(&tlsFiles.Key, "tls-key", "", "client port: PEM private key of --tls-cert")
@@ -218,3 +220,10 @@ func autoSplit(n int64) int64 {
 	}
 	return n
 }
+
+// defaultSnapshotRate is --snapshot-rate's default, 16 MiB/s: a node
+// streaming snapshots without a bound (a join's replica moves) takes
+// enough of a small machine's CPU and disk to triple the p99 of the
+// writes it serves meanwhile; at 16 MiB/s a 75 MB replica moves in about
+// 5 s (docs/operations.md, "What a join costs").
+const defaultSnapshotRate = 16 << 20

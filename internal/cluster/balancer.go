@@ -249,10 +249,14 @@ func (b *Balancer) Round(ctx context.Context) error {
 	for _, mv := range b.mu.inflight {
 		in.InFlight = append(in.InFlight, mv)
 	}
+	takingOver := now.Sub(b.mu.since) < touchGrace
 	for _, d := range descs {
 		// A shard whose move failed lately sits out a while.
 		if t, ok := b.mu.failed[d.ID]; ok && now.Sub(t) < b.cfg.RetryAfter {
 			in.Skip = append(in.Skip, d.ID)
+		}
+		if _, ours := b.mu.inflight[d.ID]; !ours && takingOver {
+			in.InFlight, in.Skip = predecessorMoves(d, b.cfg.Replication, in.InFlight, in.Skip)
 		}
 		in.Shards = append(in.Shards, d)
 	}
@@ -261,6 +265,27 @@ func (b *Balancer) Round(ctx context.Context) error {
 		b.start(ctx, mv)
 	}
 	return nil
+}
+
+// predecessorMoves adds to inFlight and skip what a shard in the middle
+// of a change that this balancer did not start stands for while it takes
+// over (touchGrace): the previous balancer's move, which runs on. Each
+// learner is a replica on its way to its node: counted there, and
+// charged to that node's transfer limit, so that the new balancer does
+// not send the same node its share a second time (a join then moved
+// replicas onto the new node and back off again, each a snapshot); a
+// joint configuration (more voters than the replication factor) is left
+// alone.
+func predecessorMoves(d shard.Descriptor, replication int, inFlight []Move, skip []uint64) ([]Move, []uint64) {
+	switch {
+	case len(d.Learners) > 0:
+		for _, n := range d.Learners {
+			inFlight = append(inFlight, Move{Shard: d.ID, To: n, Reason: Balance})
+		}
+	case len(d.Replicas) > replication:
+		skip = append(skip, d.ID)
+	}
+	return inFlight, skip
 }
 
 // touchGrace is how long after its move ends a shard's changes are still

@@ -391,3 +391,36 @@ func TestBalancerTakesAMoveUnderWayForNoManualOne(t *testing.T) {
 		t.Fatalf("paused until %v by a move under way", p)
 	}
 }
+
+// A balancer that takes over while its predecessor's move onto a new
+// node is still under way (the new node a learner of a shard) counts that
+// replica as the new node's and charges it to the transfer limit: it
+// plans one more move onto the node, not its whole share again.
+func TestBalancerCountsItsPredecessorsMoveUnderWay(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 3)
+	r.leads = false
+	r.rounds(t, 1)
+	if _, err := r.mgr.Join(context.Background(), JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4"}); err != nil {
+		t.Fatal(err)
+	}
+	// The previous balancer's move of shard 1 onto node 4: a learner yet.
+	r.store.mu.Lock()
+	r.store.shards[0].Learners = []uint64{4}
+	r.store.mu.Unlock()
+	r.leads = true
+	r.rounds(t, 1)
+	if r.store.calls != 1 {
+		t.Fatalf("the new balancer moved %d replicas onto node 4 with one more on its way (share 2, limit 2), want 1", r.store.calls)
+	}
+	// The predecessor's move lands; 9 replicas over 4 nodes.
+	r.store.mu.Lock()
+	d := &r.store.shards[0]
+	d.Learners = nil
+	d.Replicas = append(slices.DeleteFunc(d.Replicas, func(n uint64) bool { return n == 3 }), 4)
+	d.Epoch++
+	r.store.mu.Unlock()
+	r.rounds(t, 5)
+	if c := counts(r.store.Descriptors()); c[4] != 2 {
+		t.Fatalf("node 4 holds %d replicas after the join, want 2 (counts %v)", c[4], c)
+	}
+}

@@ -317,8 +317,9 @@ func (r *Replica) resolveReadsLocked() {
 // maybeTruncateLocked drops applied log entries once more than
 // TruncateThreshold entries or TruncateBytes bytes have piled up, keeping
 // TruncateKeep entries below the applied index — and, on a leader,
-// everything an active follower still lacks (a follower that is down gets
-// a snapshot when it returns). The truncation batch is synced, which makes
+// everything an active follower still lacks and everything after the
+// index of a snapshot being sent (a follower that is down gets a
+// snapshot when it returns). The truncation batch is synced, which makes
 // every earlier (unsynced) apply batch durable first, so entries are only
 // removed once applied durably.
 func (r *Replica) maybeTruncateLocked() {
@@ -339,6 +340,13 @@ func (r *Replica) maybeTruncateLocked() {
 		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 			if id != r.cfg.NodeID && pr.RecentActive && pr.Match+1 >= first && pr.Match < upTo {
 				upTo = pr.Match
+			}
+			// A follower being sent a snapshot (a learner a move adds)
+			// continues from the snapshot's index: cutting the log past
+			// it while the stream is paced would make it need a second
+			// snapshot of the whole shard.
+			if id != r.cfg.NodeID && pr.State == tracker.StateSnapshot && pr.PendingSnapshot >= first && pr.PendingSnapshot < upTo {
+				upTo = pr.PendingSnapshot
 			}
 		})
 	}

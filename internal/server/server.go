@@ -102,6 +102,10 @@ type Config struct {
 	// split in two halves by its leader (docs/split.md). 0: the store's
 	// default (256 MiB); negative: no automatic split.
 	SplitSize int64
+	// SplitLoad: a shard whose log grows by more than this many entries
+	// per second for three checks in a row (30 s apart) is split too. 0:
+	// never for load.
+	SplitLoad float64
 	// Replica tuning (tests use small truncation thresholds).
 	Replica replica.Config
 	// TLS of the client port (tls.go): certificate and key, and the CA
@@ -427,7 +431,7 @@ func (s *Server) build() error {
 	}
 	st, err := store.New(store.Config{
 		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
-		ScrubInterval: cfg.ScrubInterval, SplitSize: cfg.SplitSize, Replica: rc, Logger: s.log,
+		ScrubInterval: cfg.ScrubInterval, SplitSize: cfg.SplitSize, SplitLoad: cfg.SplitLoad, Replica: rc, Logger: s.log,
 	}, s.fresh && bootstrap)
 	if err != nil {
 		return err

@@ -47,12 +47,17 @@ type SSTWriter struct {
 }
 
 // NewSSTWriter creates the sstable file path (in StagingDir, on the
-// engine's filesystem).
+// engine's filesystem). The file is written back to disk as it grows
+// (every Options.BytesPerSync bytes, as Pebble does for its own tables)
+// rather than in one burst when it is finished: a received snapshot of
+// tens of megabytes synced at once stalls the WAL syncs of every write
+// sharing the disk for as long as the burst lasts.
 func (e *Engine) NewSSTWriter(path string) (*SSTWriter, error) {
 	f, err := e.po.FS.Create(path, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return nil, fmt.Errorf("storage: create sstable: %w", err)
 	}
+	f = vfs.NewSyncingFile(f, vfs.SyncingFileOptions{BytesPerSync: e.po.BytesPerSync})
 	opts := e.po.MakeWriterOptions(0, e.db.TableFormat())
 	return &SSTWriter{fs: e.po.FS, w: sstable.NewWriter(objstorageprovider.NewFileWritable(f), opts), path: path}, nil
 }

@@ -165,38 +165,91 @@ func (s *Store) overlapsLocked(d shard.Descriptor) bool {
 const DefaultSplitSize = 256 << 20
 
 // splitter checks, every SplitCheckInterval, the on-disk size of the data
-// of each shard this node leads, and splits one that passed SplitSize
-// (one split per shard and round; a half still too large splits again on
-// a later round).
+// of each shard this node leads and how fast its log grows, and splits
+// one that passed SplitSize or whose write load stayed above SplitLoad
+// for SplitLoadChecks checks (one split per shard and round; a half
+// still too large or too hot splits again on a later round).
 func (s *Store) splitter() {
 	t := time.NewTicker(s.cfg.SplitCheckInterval)
 	defer t.Stop()
+	loads := map[uint64]*writeLoad{}
 	for {
 		select {
 		case <-t.C:
 		case <-s.ctx.Done():
 			return
 		}
+		now := time.Now()
+		led := map[uint64]bool{}
 		for _, r := range s.replicaList() {
 			if !r.IsLeader() || r.Removed() {
 				continue
 			}
 			d := r.Desc()
+			led[d.ID] = true
+			wl := loads[d.ID]
+			if wl == nil {
+				wl = &writeLoad{}
+				loads[d.ID] = wl
+			}
+			rate := wl.observe(r.Status().Commit, now, s.cfg.SplitLoad)
 			if _, ok := d.SplitPoint(); !ok {
 				continue
 			}
-			start, end := storage.DataSpan(d.Start, d.End)
-			size, err := s.cfg.Engine.EstimateSize(start, end)
-			if err != nil || size <= uint64(s.cfg.SplitSize) {
+			var why []any
+			if s.cfg.SplitSize > 0 {
+				start, end := storage.DataSpan(d.Start, d.End)
+				if size, err := s.cfg.Engine.EstimateSize(start, end); err == nil && size > uint64(s.cfg.SplitSize) {
+					why = []any{"bytes", size, "split_size", s.cfg.SplitSize}
+				}
+			}
+			if why == nil && s.cfg.SplitLoad > 0 && wl.hot >= s.cfg.SplitLoadChecks {
+				why = []any{"entries_per_sec", int64(rate), "split_load", s.cfg.SplitLoad, "checks", wl.hot}
+			}
+			if why == nil {
 				continue
 			}
-			s.cfg.Logger.Info("shard passed the split size: splitting it", "shard", d.ID, "bytes", size, "split_size", s.cfg.SplitSize)
+			s.cfg.Logger.Info("shard passed the split size or load: splitting it", append([]any{"shard", d.ID}, why...)...)
 			ctx, cancel := context.WithTimeout(s.ctx, 30*time.Second)
-			_, err = s.runSplit(ctx, d.ID)
+			_, err := s.runSplit(ctx, d.ID)
 			cancel()
 			if err != nil {
 				s.cfg.Logger.Warn("automatic split", "shard", d.ID, "err", err)
 			}
+			delete(loads, d.ID) // its half starts a new count
+		}
+		for id := range loads {
+			if !led[id] {
+				delete(loads, id) // a leadership lost: its count starts again when it comes back
+			}
 		}
 	}
+}
+
+// writeLoad is how fast a led shard's log grows, from one check to the
+// next, and how many checks in a row found it above the split load.
+type writeLoad struct {
+	index uint64
+	at    time.Time
+	hot   int
+}
+
+// observe records the shard's commit index at now and returns the
+// entries per second since the last observation (0 at the first); hot
+// counts the observations in a row above limit (limit 0: never).
+func (w *writeLoad) observe(commit uint64, now time.Time, limit float64) float64 {
+	first := w.at.IsZero()
+	prev, at := w.index, w.at
+	w.index, w.at = commit, now
+	if first || !now.After(at) || commit < prev {
+		w.hot = 0
+		return 0
+	}
+	rate := float64(commit-prev) / now.Sub(at).Seconds()
+	if limit > 0 && rate > limit {
+		w.hot++
+	} else {
+		w.hot = 0
+	}
+	return rate
 }

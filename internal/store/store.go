@@ -59,9 +59,18 @@ type Config struct {
 	// in two halves of its token range (split.go). Default 256 MiB;
 	// negative disables automatic splits.
 	SplitSize int64
-	// SplitCheckInterval: how often the leaders' sizes are checked.
-	// Default 30s.
+	// SplitCheckInterval: how often the leaders' sizes and write loads
+	// are checked. Default 30s.
 	SplitCheckInterval time.Duration
+	// SplitLoad: a shard this node leads whose log grew by more than this
+	// many entries per second (its writes, mostly) at SplitLoadChecks
+	// checks in a row is split like one that passed SplitSize, so that
+	// its halves can be led, and held, by different nodes. Default 0:
+	// never split for load.
+	SplitLoad float64
+	// SplitLoadChecks: how many checks in a row a shard's write load must
+	// stay above SplitLoad. Default 3 (90 s at the default interval).
+	SplitLoadChecks int
 	// PeerWait: how long a replica move waits for its destination to
 	// become a known peer of the shard's leader. A node that just joined
 	// is known at once to the node that admitted it, but the others learn
@@ -107,6 +116,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.SplitCheckInterval == 0 {
 		c.SplitCheckInterval = 30 * time.Second
 	}
+	if c.SplitLoadChecks == 0 {
+		c.SplitLoadChecks = 3
+	}
 	if c.PeerWait == 0 {
 		c.PeerWait = 5 * time.Second
 	}
@@ -133,6 +145,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("store: ScrubWait %s: want a positive duration", c.ScrubWait)
 	case c.SplitCheckInterval < 0:
 		return fmt.Errorf("store: SplitCheckInterval %s: want a positive duration", c.SplitCheckInterval)
+	case c.SplitLoad < 0 || c.SplitLoadChecks < 1:
+		return fmt.Errorf("store: SplitLoad %g, SplitLoadChecks %d: want 0 (off) or more entries/s and at least one check", c.SplitLoad, c.SplitLoadChecks)
 	case c.MaxSnapshots < 1:
 		return fmt.Errorf("store: MaxSnapshots %d: want at least 1", c.MaxSnapshots)
 	}
@@ -270,7 +284,7 @@ func (s *Store) Start(campaign bool) {
 		s.goFunc(s.scrubber)
 		s.goFunc(s.hasher)
 	}
-	if s.cfg.SplitSize > 0 {
+	if s.cfg.SplitSize > 0 || s.cfg.SplitLoad > 0 {
 		s.goFunc(s.splitter)
 	}
 	if campaign {
@@ -439,7 +453,7 @@ func (s *Store) balancer() {
 		now := time.Now()
 		for _, r := range s.replicaList() {
 			d := r.Desc()
-			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID {
+			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d) {
 				continue
 			}
 			if t, ok := s.moved[d.ID]; ok && now.Sub(t) < time.Minute {
@@ -471,10 +485,18 @@ func (s *Store) balancer() {
 // a replica's Readies have become slow (a stalled disk) or the node itself
 // is starved of CPU: a sleep of a random 50–150 ms (random, so it cannot
 // alias with a CPU quota's period) overruns by over 20 ms in at least 3 of
-// the last 10 rounds.
+// the last 10 rounds. Starvation does not move the leadership of a
+// shard with a move under way (moveUnderWay). A leadership this node took less than
+// starvedMinLead ago is not handed away for starvation: when the whole
+// machine is short of CPU (every node late), each node would otherwise
+// hand its leaderships to another just as starved, which hands them on
+// within a second, and the shards spend the load's worst moments
+// changing leaders (seen during joins on a shared 2-core machine: a
+// handover every few hundred milliseconds).
 func (s *Store) health() {
 	rng := rand.New(rand.NewSource(time.Now().UnixNano()))
 	var late [10]bool
+	since := leadClock{}
 	for n := 0; ; n++ {
 		d := 50*time.Millisecond + time.Duration(rng.Int63n(int64(100*time.Millisecond)))
 		start := time.Now()
@@ -491,8 +513,15 @@ func (s *Store) health() {
 			}
 		}
 		starved := n >= len(late) && lateCount >= 3
-		for _, r := range s.replicaList() {
-			if !r.IsLeader() || (!starved && r.ReadyLatency() < s.cfg.SickThreshold) {
+		now := time.Now()
+		replicas := s.replicaList()
+		observeLeads(since, replicas, now)
+		for _, r := range replicas {
+			if !r.IsLeader() {
+				continue
+			}
+			slow := r.ReadyLatency() >= s.cfg.SickThreshold
+			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc())) {
 				continue
 			}
 			st := r.Status()
@@ -514,6 +543,48 @@ func (s *Store) health() {
 			s.cfg.Logger.Warn("node is sick: handing leadership over", "shard", r.ID(), "starved", starved,
 				"late_ticks", lateCount, "ready_latency", r.ReadyLatency().Round(time.Millisecond), "to", best)
 			r.TransferLeadership(best)
+		}
+	}
+}
+
+// moveUnderWay reports whether d has a learner: a replica being added,
+// whose snapshot streams from the leader. A leadership change then
+// wastes the stream (the learner refuses a snapshot of an older term), so
+// neither the preferred-leader balancer nor a starved node moves the
+// leadership of such a shard; the move hands it over itself when it
+// removes the leader's replica.
+func moveUnderWay(d shard.Descriptor) bool { return len(d.Learners) > 0 }
+
+// starvedMinLead: a leadership taken less than this long ago is kept
+// though the node looks starved of CPU (Store.health).
+const starvedMinLead = 5 * time.Second
+
+// leadClock holds when this node was first seen leading each shard it
+// leads now (Store.health's rounds).
+type leadClock map[uint64]time.Time
+
+// leader is what leadClock needs of a replica.
+type leader interface {
+	ID() uint64
+	IsLeader() bool
+}
+
+// observeLeads records now in c for the shards led now and not at the last call,
+// and forgets the shards no longer led.
+func observeLeads[R leader](c leadClock, replicas []R, now time.Time) {
+	led := map[uint64]bool{}
+	for _, r := range replicas {
+		if !r.IsLeader() {
+			continue
+		}
+		led[r.ID()] = true
+		if _, ok := c[r.ID()]; !ok {
+			c[r.ID()] = now
+		}
+	}
+	for id := range c {
+		if !led[id] {
+			delete(c, id)
 		}
 	}
 }

@@ -43,10 +43,15 @@ type chaosResult struct {
 // and returns its results.json.
 func runChaos(t *testing.T, args ...string) chaosResult {
 	t.Helper()
+	return runChaosIn(t, t.TempDir(), args...)
+}
+
+// runChaosIn is runChaos writing its results to out.
+func runChaosIn(t *testing.T, out string, args ...string) chaosResult {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts real processes")
 	}
-	out := t.TempDir()
 	cmd := exec.Command(binary, append(append([]string{"chaos"}, args...), "--out", out)...)
 	b, err := cmd.CombinedOutput()
 	t.Logf("%s", tail(string(b), 12))

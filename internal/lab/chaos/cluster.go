@@ -58,6 +58,12 @@ type Cluster struct {
 	// settled is when the work a fault started (a join's rebalance, a
 	// drain) was seen done, until runSteps takes it; under notesMu.
 	settled time.Time
+	// preload is the run's preloaded records and loadEnd when its load
+	// stops (zero: when the steps end, Config.HoldLoad), both set by Run
+	// before the load starts; elastic is the elastic scenario's check.
+	preload PreloadConfig
+	loadEnd time.Time
+	elastic elasticState
 }
 
 func (c *Cluster) putMem(n int, f memFigures) {

@@ -48,12 +48,19 @@ type Config struct {
 	// the start, through the admin settings call; default 0: the nodes'
 	// own default.
 	TransferLimit int
+	// SnapshotRate, when set, is set as the cluster's snapshot rate
+	// (bytes/s each node streams snapshots at; 0 unlimited) right after
+	// the start, like TransferLimit; default nil: the nodes' own default.
+	SnapshotRate *int64
 	// Shards at bootstrap, a count; default 0: one per node.
 	Shards int
 	// Etcd, when set, makes the workload's register and set clients speak
 	// the nodes' etcd API through the clients it dials (etcdload.go);
 	// default nil: the HTTP API.
 	Etcd EtcdDialer
+	// HoldLoad: the load runs until every step has healed, and at least
+	// Duration (Scenario.HoldLoad). Default false: Duration exactly.
+	HoldLoad bool
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -87,6 +94,9 @@ func (c Config) Validate() error {
 	}
 	if c.TransferLimit < 0 || c.TransferLimit > 64 {
 		return fmt.Errorf("%w: TransferLimit %d: want 0 (the nodes' default) to 64", ErrInvalidConfig, c.TransferLimit)
+	}
+	if c.SnapshotRate != nil && *c.SnapshotRate < 0 {
+		return fmt.Errorf("%w: SnapshotRate %d: want 0 (unlimited) or more", ErrInvalidConfig, *c.SnapshotRate)
 	}
 	if c.Duration <= 0 {
 		return fmt.Errorf("%w: Duration %v: want more than 0", ErrInvalidConfig, c.Duration)

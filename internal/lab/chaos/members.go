@@ -247,6 +247,18 @@ func (w *settleWatch) end() {
 	<-w.done
 }
 
+// endSeen stops the watch after its condition was seen to hold by
+// another poll (a healing step waiting for the same thing), recording now
+// as the moment it settled if the watch's own poll had not seen it yet.
+func (w *settleWatch) endSeen(c *Cluster) {
+	w.end()
+	c.notesMu.Lock()
+	if c.settled.IsZero() {
+		c.settled = time.Now()
+	}
+	c.notesMu.Unlock()
+}
+
 // takeSettled returns and forgets when the last fault's work was seen done
 // (zero: not seen).
 func (c *Cluster) takeSettled() time.Time {
@@ -273,6 +285,19 @@ func (c *Cluster) setTransferLimit(n int) error {
 	})
 	if err != nil {
 		return fmt.Errorf("chaos: set the transfer limit to %d: %w", n, err)
+	}
+	return nil
+}
+
+// setSnapshotRate sets the cluster-wide snapshot rate (bytes/s, 0
+// unlimited) like setTransferLimit.
+func (c *Cluster) setSnapshotRate(r int64) error {
+	err := c.adminCall(0, func(ctx context.Context, a *client.Admin) error {
+		_, err := a.SetSettings(ctx, client.Settings{SnapshotRate: &r})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("chaos: set the snapshot rate to %d: %w", r, err)
 	}
 	return nil
 }

@@ -55,14 +55,21 @@ func waitFor(timeout time.Duration, cond func() string) string {
 // and removes it; it exits by itself. Settled when no live node lists it
 // as a replica holder or member. Healing waits for that (drainTimeout),
 // then checks it from every live node's view and that the node exited.
-type decommissionFault struct{ watch *settleWatch }
+// With noJoin the cluster already has a node to spare (a step before
+// joined one).
+type decommissionFault struct {
+	watch  *settleWatch
+	noJoin bool
+}
 
 func (*decommissionFault) Kind() string  { return "decommission" }
 func (*decommissionFault) Param() string { return "" }
 
 func (f *decommissionFault) Inject(c *Cluster, n int) error {
-	if _, err := c.joinNode(other(c, n)); err != nil {
-		return err
+	if !f.noJoin {
+		if _, err := c.joinNode(other(c, n)); err != nil {
+			return err
+		}
 	}
 	err := c.adminCall(n, func(ctx context.Context, a *client.Admin) error {
 		_, err := a.Decommission(ctx, uint64(n))
@@ -78,7 +85,9 @@ func (f *decommissionFault) Inject(c *Cluster, n int) error {
 
 func (f *decommissionFault) Heal(c *Cluster, n int) error {
 	why := waitFor(drainTimeout, func() string { return c.drained(n) })
-	if f.watch != nil {
+	if f.watch != nil && why == "" {
+		f.watch.endSeen(c)
+	} else if f.watch != nil {
 		f.watch.end()
 	}
 	if why != "" {

@@ -124,6 +124,13 @@ func (r *Result) Failures() []string {
 			out = append(out, fmt.Sprintf("backup %s: %d of %d writes acknowledged before it missing after restore %s", filepath.Base(b.Dir), b.Missing, b.AckedBefore, b.Error))
 		}
 	}
+	if r.Elastic != nil {
+		var errs uint64
+		for _, n := range r.ClientErrors {
+			errs += n
+		}
+		out = append(out, r.Elastic.Failures(errs)...)
+	}
 	for _, f := range r.Faults {
 		if f.Error != "" {
 			out = append(out, fmt.Sprintf("%s on node %d: %s", f.Kind, f.Node, f.Error))

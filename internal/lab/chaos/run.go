@@ -129,6 +129,9 @@ type Result struct {
 	// Index is the index check of a run whose workload wrote indexed
 	// keys (WorkloadConfig.IndexKeys); nil: none.
 	Index *IndexCheck `json:"index,omitempty"`
+	// Elastic is the elastic scenario's check (a join, a read of every
+	// preloaded record through the new node, a drain); nil: not run.
+	Elastic *ElasticCheck `json:"elastic,omitempty"`
 }
 
 // Passed reports whether every check passed.
@@ -162,6 +165,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		logf("transfer limit %d", cfg.TransferLimit)
 	}
+	if r := cfg.SnapshotRate; r != nil {
+		if err := c.setSnapshotRate(*r); err != nil {
+			return nil, err
+		}
+		logf("snapshot rate %d bytes/s (0: unlimited)", *r)
+	}
 	logf("cluster of %d nodes ready (partitions via %s); running %s for %v", c.Size(), c.PartitionMechanism(), cfg.Scenario, cfg.Duration)
 	var preloaded uint64
 	if p := cfg.Preload; p.Keys > 0 {
@@ -182,14 +191,25 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 
 	start := time.Now()
+	c.preload, c.loadEnd = cfg.Preload, start.Add(cfg.Duration)
+	if cfg.HoldLoad {
+		c.loadEnd = time.Time{} // with the steps
+	}
 	rec := &recorder{start: start, acked: map[string]string{}, perf: result.NewRecorder(start, nil)}
 	wctx, stopLoad := context.WithTimeout(ctx, cfg.Duration)
+	if cfg.HoldLoad {
+		wctx, stopLoad = context.WithCancel(ctx)
+	}
 	defer stopLoad()
 	wait, err := c.startLoad(wctx, rec, cfg.Workload, cfg.Preload, cfg.Etcd)
 	if err != nil {
 		return nil, err
 	}
 	faults := runSteps(wctx, c, cfg.Steps, start, logf)
+	if cfg.HoldLoad {
+		sleepUntil(wctx, start.Add(cfg.Duration))
+		stopLoad()
+	}
 	wait()
 	// Heal anything still injected, then let the cluster settle.
 	for i := range c.Size() {
@@ -223,6 +243,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res.Backups = checkBackups(ctx, c, rec, start, logf)
+	res.Elastic = c.elastic.check
 	return res, nil
 }
 

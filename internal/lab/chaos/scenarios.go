@@ -16,6 +16,14 @@ type Scenario struct {
 	// MinDuration is the shortest run that fits the schedule.
 	MinDuration time.Duration
 	Steps       func(d time.Duration) []Step
+	// Preload and Shards are the run's preloaded records and shard count
+	// unless --preload or --shards say otherwise (0: none, one per node).
+	Preload int64
+	Shards  int
+	// HoldLoad: the load runs until every step has healed (a step that
+	// waits for the cluster to finish its work does so under load),
+	// however long that takes past the run's duration.
+	HoldLoad bool
 }
 
 // one schedules a single fault starting a quarter into the run (at least
@@ -90,6 +98,12 @@ var Scenarios = map[string]Scenario{
 	"kill-during-move": {Description: "move the replica of shard 1 on its leader to a new node (rebalancing off, snapshots at 256 KiB/s), kill -9 the source as soon as the learner is added and the destination 1 s later, restart both: the move finishes or rolls back, every shard keeps a quorum and its replicas match its descriptor", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
 			return []Step{{Fault: &killMoveFault{}, Target: "leader", At: 5 * time.Second, For: 10 * time.Second}}
+		}},
+	"elastic": {Description: "issue 14's acceptance run: 100 000 records of 1 KiB on 12 shards under load; a 4th node joins and must hold its share of the replicas (within one) within 5 minutes, then serve a read of every record; then node 1 is decommissioned and must drain, leave and exit while the load runs; every client error fails the run; the load runs until the drain ends",
+		MinDuration: 40 * time.Second, Preload: 100_000, Shards: 12, HoldLoad: true,
+		Steps: func(d time.Duration) []Step {
+			return []Step{{Fault: &elasticJoinFault{}, Target: "node:1", At: 10 * time.Second, For: time.Second},
+				{Fault: &elasticDrainFault{}, Target: "node:1", At: 11 * time.Second, For: time.Second}}
 		}},
 	"split": {Description: "split shards repeatedly under load (POST /v1/admin/shards/{id}/split, the widest shard each time, through node 1, 2, 3 in turn, 6 splits 3 s apart; the fourth while node 2 is down after a kill -9, restarted 5 s later); the new halves start on the same replicas with no data copied, writes in flight are retried on the right half, and the killed node applies the split it missed from its log", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
