@@ -243,7 +243,8 @@ func (b *Balancer) Round(ctx context.Context) error {
 	}
 	now := b.cfg.Now()
 	b.mu.Lock()
-	b.noticeManualLocked(descs, now, readReplicas(rec))
+	readers := readReplicas(rec)
+	b.noticeManualLocked(descs, now, readers)
 	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
 		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
 	for _, mv := range b.mu.inflight {
@@ -256,7 +257,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 			in.Skip = append(in.Skip, d.ID)
 		}
 		if _, ours := b.mu.inflight[d.ID]; !ours && takingOver {
-			in.InFlight, in.Skip = predecessorMoves(d, b.cfg.Replication, in.InFlight, in.Skip)
+			in.InFlight, in.Skip = predecessorMoves(d, b.cfg.Replication, readers, in.InFlight, in.Skip)
 		}
 		in.Shards = append(in.Shards, d)
 	}
@@ -275,14 +276,16 @@ func (b *Balancer) Round(ctx context.Context) error {
 // not send the same node its share a second time (a join then moved
 // replicas onto the new node and back off again, each a snapshot); a
 // joint configuration (more voters than the replication factor) is left
-// alone.
-func predecessorMoves(d shard.Descriptor, replication int, inFlight []Move, skip []uint64) ([]Move, []uint64) {
-	switch {
-	case len(d.Learners) > 0:
-		for _, n := range d.Learners {
+// alone. A read replica's learner (readers) is there to stay: no move.
+func predecessorMoves(d shard.Descriptor, replication int, readers map[uint64]bool, inFlight []Move, skip []uint64) ([]Move, []uint64) {
+	moving := false
+	for _, n := range d.Learners {
+		if !readers[n] { // a read replica's learner stays: no move
 			inFlight = append(inFlight, Move{Shard: d.ID, To: n, Reason: Balance})
+			moving = true
 		}
-	case len(d.Replicas) > replication:
+	}
+	if !moving && len(d.Replicas) > replication {
 		skip = append(skip, d.ID)
 	}
 	return inFlight, skip

@@ -424,3 +424,21 @@ func TestBalancerCountsItsPredecessorsMoveUnderWay(t *testing.T) {
 		t.Fatalf("node 4 holds %d replicas after the join, want 2 (counts %v)", c[4], c)
 	}
 }
+
+// A balancer taking over counts a learner on its way to a node as that
+// node's move in flight, but a read replica's learner is there to stay.
+func TestPredecessorMovesLeaveReadReplicasOut(t *testing.T) {
+	d := shard.Descriptor{ID: 7, Replicas: []uint64{1, 2, 3}, Learners: []uint64{4, 5}}
+	in, skip := predecessorMoves(d, 3, map[uint64]bool{5: true}, nil, nil)
+	if len(in) != 1 || in[0].To != 4 || in[0].Shard != 7 || len(skip) != 0 {
+		t.Fatalf("in flight %v, skipped %v: want the move to 4 only", in, skip)
+	}
+	d.Learners = []uint64{5}
+	if in, skip := predecessorMoves(d, 3, map[uint64]bool{5: true}, nil, nil); len(in) != 0 || len(skip) != 0 {
+		t.Fatalf("a read replica's learner alone: in flight %v, skipped %v; want neither", in, skip)
+	}
+	d.Replicas = []uint64{1, 2, 3, 4}
+	if _, skip := predecessorMoves(d, 3, map[uint64]bool{5: true}, nil, nil); len(skip) != 1 {
+		t.Fatalf("a joint configuration next to a read replica's learner: skipped %v, want the shard", skip)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/transport"
+	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -453,7 +454,7 @@ func (s *Store) balancer() {
 		now := time.Now()
 		for _, r := range s.replicaList() {
 			d := r.Desc()
-			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d) {
+			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d, r.Status()) {
 				continue
 			}
 			if t, ok := s.moved[d.ID]; ok && now.Sub(t) < time.Minute {
@@ -521,7 +522,7 @@ func (s *Store) health() {
 				continue
 			}
 			slow := r.ReadyLatency() >= s.cfg.SickThreshold
-			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc())) {
+			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc(), r.Status())) {
 				continue
 			}
 			st := r.Status()
@@ -547,13 +548,28 @@ func (s *Store) health() {
 	}
 }
 
-// moveUnderWay reports whether d has a learner: a replica being added,
-// whose snapshot streams from the leader. A leadership change then
-// wastes the stream (the learner refuses a snapshot of an older term), so
-// neither the preferred-leader balancer nor a starved node moves the
-// leadership of such a shard; the move hands it over itself when it
-// removes the leader's replica.
-func moveUnderWay(d shard.Descriptor) bool { return len(d.Learners) > 0 }
+// moveUnderWay reports whether d has a learner still catching up (st is
+// its leader's Raft status): a replica being added, whose snapshot
+// streams from the leader. A leadership change then wastes the stream
+// (the learner refuses a snapshot of an older term), so neither the
+// preferred-leader balancer nor a starved node moves the leadership of
+// such a shard; the move hands it over itself when it removes the
+// leader's replica. A read replica's learner that has caught up
+// (replicating, within learnerSlack entries of the commit index) is there
+// to stay and is no move.
+func moveUnderWay(d shard.Descriptor, st raft.Status) bool {
+	for _, id := range d.Learners {
+		pr, ok := st.Progress[id]
+		if !ok || pr.State != tracker.StateReplicate || pr.Match+learnerSlack < st.Commit {
+			return true
+		}
+	}
+	return false
+}
+
+// learnerSlack: a learner this close to its leader's commit index has
+// caught up (a read replica's lag under load is a few entries).
+const learnerSlack = 1024
 
 // starvedMinLead: a leadership taken less than this long ago is kept
 // though the node looks starved of CPU (Store.health).

@@ -13,13 +13,21 @@ import (
 // answered (GET /v1/cluster, GET /v1/admin/hashes) and says what is wrong
 // ("" or none: nothing).
 
-// moving says which shard of ci is in the middle of a change (a learner,
-// or more voters than the replication factor: a joint configuration), or
-// "".
+// moving says which shard of ci is in the middle of a change (a learner
+// other than a read replica's, or more voters than the replication
+// factor: a joint configuration), or "".
 func moving(ci client.ClusterInfo) string {
+	readers := map[uint64]bool{}
+	for _, m := range ci.Members {
+		if m.Role == "read-replica" {
+			readers[m.NodeID] = true
+		}
+	}
 	for _, s := range ci.Shards {
-		if len(s.Learners) > 0 {
-			return fmt.Sprintf("shard %d has learners %v", s.ID, s.Learners)
+		for _, n := range s.Learners {
+			if !readers[n] {
+				return fmt.Sprintf("shard %d has learners %v", s.ID, s.Learners)
+			}
 		}
 		if ci.Replication > 0 && len(s.Replicas) > ci.Replication {
 			return fmt.Sprintf("shard %d has %d voters %v for replication %d", s.ID, len(s.Replicas), s.Replicas, ci.Replication)
@@ -43,8 +51,8 @@ func shareProblem(ci client.ClusterInfo, node uint64) string {
 		}
 	}
 	for _, m := range ci.Members {
-		if m.State == "" || m.State == "active" {
-			active++
+		if (m.State == "" || m.State == "active") && m.Role != "read-replica" {
+			active++ // a read replica holds no voter
 		}
 	}
 	if active == 0 {

@@ -115,3 +115,20 @@ func TestPlacementProblems(t *testing.T) {
 		t.Errorf("no leader's view: %v", got)
 	}
 }
+
+// A read replica's learners are no move in flight, and a read replica is
+// no active node sharing the voters.
+func TestShareProblemWithAReadReplica(t *testing.T) {
+	two := shards(sh(1, 1, 1, 2, 4), sh(2, 2, 4, 2, 3), sh(3, 3, 1, 2, 3))
+	two.Members = append(two.Members, client.MemberInfo{NodeID: 5, State: "active", Role: "read-replica"})
+	for i := range two.Shards {
+		two.Shards[i].Learners = []uint64{5}
+	}
+	if got := shareProblem(two, 4); got != "" {
+		t.Errorf("node 4 holds its share next to a read replica's learners: %q", got)
+	}
+	two.Shards[0].Learners = []uint64{5, 3}
+	if got := shareProblem(two, 4); !strings.Contains(got, "learners") {
+		t.Errorf("a voter node's learner next to a read replica's: %q, want a move in flight", got)
+	}
+}
