@@ -57,9 +57,9 @@ func (f *joinFault) Heal(c *Cluster, n int) error {
 }
 
 // joinNode starts a new node (the next unused id) that joins the cluster
-// through node via, and waits until its client port answers (30 s at
-// most). It returns the new node's id.
-func (c *Cluster) joinNode(via int) (int, error) {
+// through node via, with the serve flags extra, and waits until its
+// client port answers (30 s at most). It returns the new node's id.
+func (c *Cluster) joinNode(via int, extra ...string) (int, error) {
 	if c.TLS() != nil {
 		return 0, fmt.Errorf("%w: a joining node with --secure", ErrUnsupported)
 	}
@@ -71,6 +71,7 @@ func (c *Cluster) joinNode(via int) (int, error) {
 	dir := filepath.Join(c.Dir(), fmt.Sprint("node-", id))
 	x := extraNode{id: id, url: "http://" + addrs[0], dir: dir,
 		args: []string{"serve", "--node-id", fmt.Sprint(id), "--http-addr", addrs[0], "--peer-addr", addrs[1], "--data-dir", dir}}
+	x.args = append(x.args, extra...)
 	if x.log, err = os.Create(dir + ".log"); err != nil {
 		return 0, err
 	}

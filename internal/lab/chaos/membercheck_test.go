@@ -132,3 +132,24 @@ func TestShareProblemWithAReadReplica(t *testing.T) {
 		t.Errorf("a voter node's learner next to a read replica's: %q, want a move in flight", got)
 	}
 }
+
+func TestReadReplicaProblem(t *testing.T) {
+	ci := shards(sh(1, 1, 1, 2, 3), sh(2, 2, 1, 2, 3))
+	ci.Members = append(ci.Members, client.MemberInfo{NodeID: 5, State: "active", Role: "read-replica"})
+	if got := readReplicaProblem(ci, 5); !strings.Contains(got, "no learner of shard 1") {
+		t.Errorf("no learner yet: %q", got)
+	}
+	for i := range ci.Shards {
+		ci.Shards[i].Learners = []uint64{5}
+	}
+	if got := readReplicaProblem(ci, 5); got != "" {
+		t.Errorf("a learner of every shard: %q", got)
+	}
+	ci.Shards[1].Replicas = []uint64{1, 2, 5}
+	if got := readReplicaProblem(ci, 5); !strings.Contains(got, "voter of shard 2") {
+		t.Errorf("a voter on the read replica: %q", got)
+	}
+	if got := readReplicaProblem(ci, 4); !strings.Contains(got, "not read-replica") {
+		t.Errorf("a voter node: %q", got)
+	}
+}
