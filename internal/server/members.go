@@ -320,16 +320,24 @@ func (s *Server) readThroughPeer(ctx context.Context) (cluster.Record, uint64, e
 			last = err
 			continue
 		}
-		out := cluster.Record{UsedIDs: n.UsedIDs}
-		for _, cm := range n.Members {
-			out.Members = append(out.Members, cluster.Member{ID: cm.ID, HTTPAddr: cm.HTTPAddr, PeerAddr: cm.PeerAddr, State: cluster.State(cm.State)})
-		}
-		if n.Settings.TransferLimit != nil || n.Settings.SnapshotRate != nil {
-			out.Settings = cluster.Settings{TransferLimit: n.Settings.TransferLimit, SnapshotRate: n.Settings.SnapshotRate}
-		}
-		return out, n.Version, nil
+		return recordOfNodes(n), n.Version, nil
 	}
 	return cluster.Record{}, 0, last
+}
+
+// recordOfNodes is the membership record a peer's GET /v1/admin/nodes
+// describes, whole: every member's role, the settings and the pause too,
+// since a record read this way stands for its version until the next
+// change (a restarted node whose first reads failed kept a read
+// replica's role out of /v1/cluster until then).
+func recordOfNodes(n client.Nodes) cluster.Record {
+	out := cluster.Record{UsedIDs: n.UsedIDs, PausedUntil: n.PausedUntil,
+		Settings: cluster.Settings{TransferLimit: n.Settings.TransferLimit, SnapshotRate: n.Settings.SnapshotRate, Rebalance: n.Settings.Rebalance}}
+	for _, cm := range n.Members {
+		out.Members = append(out.Members, cluster.Member{ID: cm.ID, HTTPAddr: cm.HTTPAddr, PeerAddr: cm.PeerAddr,
+			State: cluster.State(cm.State), Role: cluster.Role(cm.Role)})
+	}
+	return out
 }
 
 // membersChanged applies a new record: the transport's address book,
