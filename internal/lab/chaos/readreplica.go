@@ -1,11 +1,15 @@
 package chaos
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
@@ -17,14 +21,23 @@ import (
 // while the workload runs (and the scenario's other steps kill a
 // leader). The fault is settled once it holds a learner of every shard.
 // Healing checks that it holds a learner of every shard and no voter,
-// counts in no quorum (the shards' voters are as many as the replication
-// factor), reports its lag, and that writes acknowledged through another
-// node are read back from it with serializable reads, which it serves
-// from its own learners.
+// counting in no quorum (the shards' voters are as many as the
+// replication factor).
 type readReplicaFault struct {
 	id    int
 	watch *settleWatch
 }
+
+// readReplicaReads checks the read replica a readReplicaFault started,
+// later in the run (after the scenario's leader kill): it still holds a
+// learner of every shard and no voter, and writes acknowledged through a
+// voter node are read back from it with serializable reads, which it
+// serves from its own learners.
+type readReplicaReads struct{}
+
+func (readReplicaReads) Kind() string               { return "read-replica-reads" }
+func (readReplicaReads) Param() string              { return "" }
+func (readReplicaReads) Inject(*Cluster, int) error { return nil }
 
 func (*readReplicaFault) Kind() string  { return "read-replica" }
 func (*readReplicaFault) Param() string { return "" }
@@ -78,21 +91,40 @@ func (f *readReplicaFault) Heal(c *Cluster, n int) error {
 	if f.id == 0 {
 		return errors.New("chaos: no read replica joined")
 	}
-	x, ok := c.extraNode(f.id)
-	if !ok {
-		return fmt.Errorf("chaos: node %d is not known", f.id)
-	}
+	return c.checkReadReplica(f.id)
+}
+
+// checkReadReplica waits up to 60 s for node id to hold a learner of
+// every shard and no voter.
+func (c *Cluster) checkReadReplica(id int) error {
 	if p := waitFor(60*time.Second, func() string {
 		ci, err := c.anyInfo()
 		if err != nil {
 			return err.Error()
 		}
-		return readReplicaProblem(ci, uint64(f.id))
+		return readReplicaProblem(ci, uint64(id))
 	}); p != "" {
 		return fmt.Errorf("chaos: %s after 60 s", p)
 	}
-	// Writes acknowledged through a voter node, then read from the read
-	// replica alone: each must show there within 30 s (its lag).
+	c.Notef("node %d: a learner of every shard, no voter", id)
+	return nil
+}
+
+// Heal finds the read replica, checks it as readReplicaFault does, and
+// reads back from it writes acknowledged through a voter node.
+func (readReplicaReads) Heal(c *Cluster, n int) error {
+	var x extraNode
+	for _, e := range c.extraNodes() {
+		if slices.Contains(e.args, "read-replica") {
+			x = e
+		}
+	}
+	if x.id == 0 {
+		return errors.New("chaos: no read replica to read from")
+	}
+	if err := c.checkReadReplica(x.id); err != nil {
+		return err
+	}
 	via := other(c, 0)
 	opts := client.Options{Timeout: 10 * time.Second}
 	voters, err := client.New([]string{c.URL(via)}, opts)
@@ -105,6 +137,10 @@ func (f *readReplicaFault) Heal(c *Cluster, n int) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
+	served0, err := readReplicaReadsServed(ctx, x.url)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	var slowest time.Duration
 	for i := range probeKeys {
@@ -121,23 +157,54 @@ func (f *readReplicaFault) Heal(c *Cluster, n int) error {
 				break
 			}
 			if err != nil && !errors.Is(err, client.ErrNotFound) {
-				return fmt.Errorf("chaos: serializable read of %s from read replica %d: %w", key, f.id, err)
+				return fmt.Errorf("chaos: serializable read of %s from read replica %d: %w", key, x.id, err)
 			}
 			if time.Since(acked) > 30*time.Second {
-				return fmt.Errorf("chaos: read replica %d did not show %s within 30 s of its acknowledgement", f.id, key)
+				return fmt.Errorf("chaos: read replica %d did not show %s within 30 s of its acknowledgement", x.id, key)
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
 	}
+	// Each read that found its value was served by the read replica's own
+	// learner, not forwarded to a voter: its counter says so.
+	served, err := readReplicaReadsServed(ctx, x.url)
+	if err != nil {
+		return err
+	}
+	if served-served0 < probeKeys {
+		return fmt.Errorf("chaos: read replica %d served %.0f reads itself, want at least %d", x.id, served-served0, probeKeys)
+	}
 	lag := "unknown"
-	if ci, err := c.infoOf(f.id); err == nil {
+	if ci, err := c.infoOf(x.id); err == nil {
 		for _, m := range ci.Members {
-			if m.NodeID == uint64(f.id) && m.MaxLag != nil {
+			if m.NodeID == uint64(x.id) && m.MaxLag != nil {
 				lag = fmt.Sprint(*m.MaxLag)
 			}
 		}
 	}
 	c.Notef("read replica %d: a learner of every shard, no voter; %d writes through node %d read back from it (serializable) at most %d ms after their acknowledgement; max lag %s entries",
-		f.id, probeKeys, via, slowest.Milliseconds(), lag)
+		x.id, probeKeys, via, slowest.Milliseconds(), lag)
 	return nil
+}
+
+// readReplicaReadsServed reads cairn_read_replica_reads_total, the reads
+// a node served from its own learners, from its /metrics.
+func readReplicaReadsServed(ctx context.Context, url string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("chaos: metrics of %s: %w", url, err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "cairn_read_replica_reads_total "); ok {
+			return strconv.ParseFloat(strings.TrimSpace(v), 64)
+		}
+	}
+	return 0, fmt.Errorf("chaos: %s/metrics has no cairn_read_replica_reads_total", url)
 }

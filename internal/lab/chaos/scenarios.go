@@ -87,10 +87,11 @@ var Scenarios = map[string]Scenario{
 			at := max(5*time.Second, d/4) // a steady baseline before the join
 			return []Step{{Fault: &joinFault{}, Target: "node:1", At: at, For: max(d-at-5*time.Second, 20*time.Second)}}
 		}},
-	"read-replica": {Description: "a 4th node joins through node 1 under load with --role read-replica: it must get a non-voting learner of every shard and no voter; the leader of shard 1 is killed with -9 and restarted meanwhile; at the end writes acknowledged through a voter are read back from the read replica with serializable reads, and its lag is reported", MinDuration: 30 * time.Second,
+	"read-replica": {Description: "a 4th node joins through node 1 under load with --role read-replica and must get a non-voting learner of every shard and no voter; then the leader of shard 1 is killed with -9 and restarted; then it must still hold them, and writes acknowledged through a voter are read back from it with serializable reads served by its own learners; its lag is reported", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
-			return []Step{{Fault: &readReplicaFault{}, Target: "node:1", At: 5 * time.Second, For: max(d-10*time.Second, 20*time.Second)},
-				{Fault: killFault{}, Target: "leader", At: max(d/2, 12*time.Second), For: 5 * time.Second}}
+			return []Step{{Fault: &readReplicaFault{}, Target: "node:1", At: 5 * time.Second, For: 5 * time.Second},
+				{Fault: killFault{}, Target: "leader", At: 12 * time.Second, For: 5 * time.Second},
+				{Fault: readReplicaReads{}, Target: "node:1", At: max(d-8*time.Second, 19*time.Second), For: 3 * time.Second}}
 		}},
 	"decommission": {Description: "a 4th node joins, then node 1 is decommissioned under load (the admin call) and drains: it must end with no replica, out of the members, and exit", MinDuration: 30 * time.Second,
 		Steps: func(d time.Duration) []Step {
