@@ -362,6 +362,15 @@ func (s *Server) membersChanged(rec cluster.Record) {
 		ms = append(ms, kv.Member{ID: m.ID, HTTPAddr: m.HTTPAddr, PeerAddr: m.PeerAddr, State: string(m.State), Role: string(m.Role)})
 	}
 	s.coord.SetMembers(ms)
+	readers := map[uint64]bool{}
+	for _, m := range rec.Members {
+		if m.ReadReplica() && !m.State.Gone() {
+			readers[m.ID] = true
+		}
+	}
+	if s.store != nil {
+		s.store.SetReadReplicas(readers)
+	}
 	s.noteRole(rec)
 	if me, ok := rec.Member(s.identity.NodeID); ok && me.State.Gone() {
 		s.markRemoved(fmt.Errorf("%w: node %d is %s", cluster.ErrRemoved, me.ID, me.State))

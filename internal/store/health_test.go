@@ -4,9 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"go.etcd.io/raft/v3"
-	"go.etcd.io/raft/v3/tracker"
-
 	"github.com/cairn-db/cairn/internal/shard"
 )
 
@@ -38,27 +35,20 @@ func TestLeadClockKeepsWhenALeadershipWasTaken(t *testing.T) {
 	}
 }
 
-func TestMoveUnderWayIsALearnerCatchingUp(t *testing.T) {
+func TestMoveUnderWayIsALearnerNotAReadReplicas(t *testing.T) {
 	d := shard.Descriptor{ID: 1, Replicas: []uint64{1, 2, 3}}
-	st := raft.Status{Progress: map[uint64]tracker.Progress{
-		1: {Match: 5000, State: tracker.StateReplicate},
-		2: {Match: 5000, State: tracker.StateReplicate},
-		3: {Match: 5000, State: tracker.StateReplicate},
-	}}
-	st.Commit = 5000
-	if moveUnderWay(d, st) {
+	if moveUnderWay(d, nil) {
 		t.Fatal("three voters and no learner: no move under way")
 	}
 	d.Learners = []uint64{4}
-	if !moveUnderWay(d, st) {
-		t.Fatal("a learner the leader has no progress of: a move under way")
+	if !moveUnderWay(d, nil) {
+		t.Fatal("a learner: a move under way")
 	}
-	st.Progress[4] = tracker.Progress{Match: 0, State: tracker.StateSnapshot}
-	if !moveUnderWay(d, st) {
-		t.Fatal("a learner taking a snapshot: a move under way")
+	if moveUnderWay(d, map[uint64]bool{4: true}) {
+		t.Fatal("a read replica's learner: no move under way")
 	}
-	st.Progress[4] = tracker.Progress{Match: 4990, State: tracker.StateReplicate}
-	if moveUnderWay(d, st) {
-		t.Fatal("a learner replicating 10 entries behind (a read replica's): no move under way")
+	d.Learners = []uint64{4, 5}
+	if !moveUnderWay(d, map[uint64]bool{4: true}) {
+		t.Fatal("a learner next to a read replica's: a move under way")
 	}
 }

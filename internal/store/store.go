@@ -14,7 +14,6 @@ import (
 	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/transport"
-	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -159,6 +158,9 @@ type Store struct {
 	cfg   Config
 	tr    transport.Transport
 	sched *sched
+	// readers holds the ids of the read replica nodes (SetReadReplicas):
+	// their learners are there to stay, no move under way.
+	readers atomic.Pointer[map[uint64]bool]
 	// mu guards the set of local replicas and what the node knows of the
 	// shards it holds no replica of (descriptors.go).
 	mu struct {
@@ -454,7 +456,7 @@ func (s *Store) balancer() {
 		now := time.Now()
 		for _, r := range s.replicaList() {
 			d := r.Desc()
-			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d, r.Status()) {
+			if !r.IsLeader() || len(d.Replicas) == 0 || d.Replicas[0] == s.cfg.NodeID || moveUnderWay(d, s.readReplicas()) {
 				continue
 			}
 			if t, ok := s.moved[d.ID]; ok && now.Sub(t) < time.Minute {
@@ -522,7 +524,7 @@ func (s *Store) health() {
 				continue
 			}
 			slow := r.ReadyLatency() >= s.cfg.SickThreshold
-			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc(), r.Status())) {
+			if !slow && (!starved || now.Sub(since[r.ID()]) < starvedMinLead || moveUnderWay(r.Desc(), s.readReplicas())) {
 				continue
 			}
 			st := r.Status()
@@ -548,28 +550,33 @@ func (s *Store) health() {
 	}
 }
 
-// moveUnderWay reports whether d has a learner still catching up (st is
-// its leader's Raft status): a replica being added, whose snapshot
-// streams from the leader. A leadership change then wastes the stream
-// (the learner refuses a snapshot of an older term), so neither the
-// preferred-leader balancer nor a starved node moves the leadership of
-// such a shard; the move hands it over itself when it removes the
-// leader's replica. A read replica's learner that has caught up
-// (replicating, within learnerSlack entries of the commit index) is there
-// to stay and is no move.
-func moveUnderWay(d shard.Descriptor, st raft.Status) bool {
+// SetReadReplicas tells the store which nodes are read replicas (the
+// membership record's, as the node last read it).
+func (s *Store) SetReadReplicas(ids map[uint64]bool) { s.readers.Store(&ids) }
+
+// moveUnderWay reports whether d has a learner other than a read
+// replica's (readers): a replica being added, whose snapshot streams from
+// the leader. A leadership change then wastes the stream (the learner
+// refuses a snapshot of an older term), so neither the preferred-leader
+// balancer nor a starved node moves the leadership of such a shard; the
+// move hands it over itself when it removes the leader's replica. A read
+// replica's learner is there to stay and is no move.
+func moveUnderWay(d shard.Descriptor, readers map[uint64]bool) bool {
 	for _, id := range d.Learners {
-		pr, ok := st.Progress[id]
-		if !ok || pr.State != tracker.StateReplicate || pr.Match+learnerSlack < st.Commit {
+		if !readers[id] {
 			return true
 		}
 	}
 	return false
 }
 
-// learnerSlack: a learner this close to its leader's commit index has
-// caught up (a read replica's lag under load is a few entries).
-const learnerSlack = 1024
+// readReplicas is the set SetReadReplicas last gave (nil: none).
+func (s *Store) readReplicas() map[uint64]bool {
+	if p := s.readers.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
 
 // starvedMinLead: a leadership taken less than this long ago is kept
 // though the node looks starved of CPU (Store.health).
