@@ -56,7 +56,7 @@ race:
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
 integration:
-	$(GO) test -count=1 -timeout 15m ./test/...
+	$(GO) test -count=1 -timeout 25m ./test/...
 
 # Budgets in executions, not seconds: Go 1.26's fuzz coordinator can fail a
 # duration-bounded run with "context deadline exceeded" when the time runs
