@@ -17,17 +17,23 @@ import (
 // TestEtcdAPI drives a real three-node Cairn through etcd's own Go client
 // and, when Debian's etcd-client is installed, etcdctl.
 func TestEtcdAPI(t *testing.T) {
-	c := newCluster(t, 3)
+	eps := newCluster(t, 3).etcdEndpoints(t)
+	t.Run("ClientV3", func(t *testing.T) { testClientV3(t, eps) })
+	t.Run("Etcdctl", func(t *testing.T) { testEtcdctl(t, eps[1]) })
+}
+
+// etcdEndpoints returns the nodes' etcd API addresses.
+func (c *cluster) etcdEndpoints(t *testing.T) []string {
+	t.Helper()
 	var eps []string
-	for i := 1; i <= 3; i++ {
+	for i := 1; i <= c.lc.Size(); i++ {
 		a := c.lc.Node(i).EtcdAddr
 		if a == "" {
 			t.Fatalf("node %d has no etcd API address", i)
 		}
 		eps = append(eps, a)
 	}
-	t.Run("ClientV3", func(t *testing.T) { testClientV3(t, eps) })
-	t.Run("Etcdctl", func(t *testing.T) { testEtcdctl(t, eps[1]) })
+	return eps
 }
 
 func newEtcdClient(t *testing.T, eps []string) *clientv3.Client {

@@ -15,10 +15,7 @@ import (
 // keepalive keeps it, and TimeToLive and Leases report the leases.
 func TestEtcdLease(t *testing.T) {
 	c := newCluster(t, 3)
-	var eps []string
-	for i := 1; i <= 3; i++ {
-		eps = append(eps, c.lc.Node(i).EtcdAddr)
-	}
+	eps := c.etcdEndpoints(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	a, b := newEtcdClient(t, eps[0:1]), newEtcdClient(t, eps[1:2])

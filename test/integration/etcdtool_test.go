@@ -33,10 +33,7 @@ func TestEtcdBenchmarkTool(t *testing.T) {
 		t.Skipf("etcd's benchmark tool could not be built from the Go module proxy: %v\n%s", err, out)
 	}
 	c := newCluster(t, 3)
-	var eps []string
-	for i := 1; i <= 3; i++ {
-		eps = append(eps, c.lc.Node(i).EtcdAddr)
-	}
+	eps := c.etcdEndpoints(t)
 	endpoints := "--endpoints=" + strings.Join(eps, ",")
 	cli := newEtcdClient(t, eps)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

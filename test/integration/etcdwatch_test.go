@@ -19,10 +19,7 @@ import (
 // twice.
 func TestEtcdWatch(t *testing.T) {
 	c := newCluster(t, 3)
-	var eps []string
-	for i := 1; i <= 3; i++ {
-		eps = append(eps, c.lc.Node(i).EtcdAddr)
-	}
+	eps := c.etcdEndpoints(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	clis := make([]*clientv3.Client, 3)

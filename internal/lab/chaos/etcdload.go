@@ -224,13 +224,7 @@ func runEtcdSet(ctx context.Context, rec *recorder, cl EtcdKV, timeout time.Dura
 		cancel()
 		rec.record("set", start, time.Now(), err)
 		if err == nil {
-			rec.mu.Lock()
-			rec.acked[k] = v
-			if rec.ackedAt == nil {
-				rec.ackedAt = map[string]time.Time{}
-			}
-			rec.ackedAt[k] = time.Now()
-			rec.mu.Unlock()
+			rec.ack(k, v)
 		}
 	}
 }

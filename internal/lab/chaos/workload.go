@@ -181,6 +181,17 @@ func runRegisters(ctx context.Context, rec *recorder, cl *client.Client, id, nod
 	}
 }
 
+// ack notes that the unique write k=v was acknowledged, and when.
+func (rec *recorder) ack(k, v string) {
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	rec.acked[k] = v
+	if rec.ackedAt == nil {
+		rec.ackedAt = map[string]time.Time{}
+	}
+	rec.ackedAt[k] = time.Now()
+}
+
 // runSet writes unique keys through every node in turn and remembers the
 // acknowledged ones, which must all be readable after healing.
 func runSet(ctx context.Context, rec *recorder, cls []*client.Client) {
@@ -190,13 +201,7 @@ func runSet(ctx context.Context, rec *recorder, cls []*client.Client) {
 		_, err := cls[i%len(cls)].Put(context.Background(), []byte(k), []byte(v), client.PutOptions{})
 		rec.record("set", start, time.Now(), err)
 		if err == nil {
-			rec.mu.Lock()
-			rec.acked[k] = v
-			if rec.ackedAt == nil {
-				rec.ackedAt = map[string]time.Time{}
-			}
-			rec.ackedAt[k] = time.Now()
-			rec.mu.Unlock()
+			rec.ack(k, v)
 		}
 	}
 }
