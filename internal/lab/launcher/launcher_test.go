@@ -170,3 +170,21 @@ func TestFixedAddressTaken(t *testing.T) {
 		t.Fatalf("New on a taken address: %v", err)
 	}
 }
+
+// Exits of a try Launch gives up are never reported; a kept try's are,
+// those before it was kept included.
+func TestHeldExits(t *testing.T) {
+	var got []int
+	given := &heldExits{onExit: func(id int, _ error) { got = append(got, id) }}
+	given.note(1, nil)
+	if len(got) != 0 {
+		t.Fatalf("reported before the try was kept: %v", got)
+	}
+	kept := &heldExits{onExit: given.onExit}
+	kept.note(2, nil)
+	kept.release()
+	kept.note(3, nil)
+	if len(got) != 2 || got[0] != 2 || got[1] != 3 {
+		t.Fatalf("reported %v, want [2 3] (node 1 was in a try given up)", got)
+	}
+}

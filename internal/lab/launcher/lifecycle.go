@@ -23,7 +23,11 @@ const startTries = 3
 func Launch(ctx context.Context, cfg Config, readyTimeout time.Duration) (*Cluster, error) {
 	fixed := cfg.HTTPAddrs != nil || cfg.PeerAddrs != nil
 	for try := 1; ; try++ {
-		c, err := New(cfg)
+		tcfg, kept := cfg, &heldExits{onExit: cfg.OnExit}
+		if cfg.OnExit != nil {
+			tcfg.OnExit = kept.note
+		}
+		c, err := New(tcfg)
 		if err != nil {
 			return nil, err
 		}
@@ -31,6 +35,7 @@ func Launch(ctx context.Context, cfg Config, readyTimeout time.Duration) (*Clust
 			err = c.WaitReady(ctx, readyTimeout)
 		}
 		if err == nil {
+			kept.release()
 			return c, nil
 		}
 		c.Close()
@@ -42,6 +47,38 @@ func Launch(ctx context.Context, cfg Config, readyTimeout time.Duration) (*Clust
 				return nil, rerr
 			}
 		}
+	}
+}
+
+// heldExits holds the exits of one of Launch's tries until the try is
+// the cluster Launch returns (release), so that a node of a try given up
+// (one that could not bind its port) is never reported to Config.OnExit.
+type heldExits struct {
+	onExit func(id int, err error)
+	mu     sync.Mutex
+	live   bool
+	held   []func()
+}
+
+func (h *heldExits) note(id int, err error) {
+	h.mu.Lock()
+	if !h.live {
+		h.held = append(h.held, func() { h.onExit(id, err) })
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	h.onExit(id, err)
+}
+
+// release reports the exits held so far and every later one at once.
+func (h *heldExits) release() {
+	h.mu.Lock()
+	held := h.held
+	h.live, h.held = true, nil
+	h.mu.Unlock()
+	for _, f := range held {
+		f()
 	}
 }
 
