@@ -35,6 +35,15 @@ var (
 	ErrInvalidArgument = errors.New("kv: invalid argument")
 	// ErrStopped: the node is shutting down. HTTP 503.
 	ErrStopped = errors.New("kv: node stopping")
+	// ErrNoLeader: this node's replica of the key's shard has known no
+	// leader for an election timeout (replica.LeaderLost): the node is cut
+	// off from the shard's other replicas, or the shard has lost its
+	// quorum. Answered at once rather than at the deadline, so the client
+	// can try another node. For a write the outcome is unknown, as for
+	// ErrTimeout: an earlier attempt may have been proposed and may still
+	// commit (a retry under the same request id applies it at most once).
+	// HTTP 503 with Retry-After.
+	ErrNoLeader = errors.New("kv: no leader")
 	// ErrWrongShard: the node holding the shard refused the request
 	// because its descriptor disagrees with this node's routing (the key
 	// is outside the shard's range there, or the epoch differs): the

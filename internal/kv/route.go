@@ -42,6 +42,12 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	}
 	paths()
 	for {
+		if err := c.leaderLost(d.ID); err != nil {
+			if lastErr != nil {
+				err = fmt.Errorf("%w (last attempt: %v)", err, lastErr)
+			}
+			return nil, err
+		}
 		target := c.leaderGuess(d)
 		if target == 0 {
 			target = d.Replicas[next%len(d.Replicas)]
@@ -163,6 +169,22 @@ func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *w
 			}
 		}
 	}
+}
+
+// leaderLost returns ErrNoLeader when this node holds a voting replica of
+// the shard that has known no leader for an election timeout
+// (replica.LeaderLost): the node is cut off from the shard's other
+// replicas, or the shard has no quorum. A request there would wait for
+// its deadline (a follower without a leader hands nothing on, and the
+// other replicas are out of reach), so onLeader answers at once and the
+// client tries another node. A replica a move took away does not count:
+// the request goes to the shard's current members over the network.
+func (c *Coordinator) leaderLost(shardID uint64) error {
+	r := c.cfg.Store.Replica(shardID)
+	if r == nil || !r.LeaderLost() || r.Removed() {
+		return nil
+	}
+	return fmt.Errorf("%w: shard %d: this node's replica has known no leader for an election timeout (cut off from the shard's other replicas, or the shard has lost its quorum)", ErrNoLeader, shardID)
 }
 
 // leaderGuess is the leader this node believes in (0 = unknown).

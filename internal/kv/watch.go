@@ -82,13 +82,17 @@ const readIndexAttempt = time.Second
 // read index of its leader, once this node's replica has applied it (so
 // its history holds every change up to it). A follower asks its leader
 // inside the Raft stream; through an election it waits and asks again
-// until ctx ends (ErrTimeout).
+// until ctx ends (ErrTimeout), or until the replica has known no leader
+// for an election timeout (ErrNoLeader).
 func (c *Coordinator) ShardRevision(ctx context.Context, id uint64) (uint64, error) {
 	r, err := c.localReplica(id)
 	if err != nil {
 		return 0, err
 	}
 	for {
+		if err := c.leaderLost(id); err != nil {
+			return 0, err
+		}
 		actx, cancel := context.WithTimeout(ctx, readIndexAttempt)
 		idx, err := r.ReadIndexForward(actx)
 		cancel()

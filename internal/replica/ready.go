@@ -116,6 +116,12 @@ func (r *Replica) drainLocked() {
 	}
 	r.publishLocked()
 	lead := r.leader.Load()
+	if lead == 0 && ticks > 0 && r.mu.hadLeader {
+		r.mu.leaderless += ticks
+		if r.mu.leaderless >= r.cfg.ElectionTick {
+			r.leaderLost.Store(true)
+		}
+	}
 	isLeader := lead == r.cfg.NodeID
 	r.proposeLocked(props, lead)
 	if isLeader {
@@ -234,6 +240,11 @@ func (r *Replica) publishLocked() {
 	st := r.mu.rn.BasicStatus()
 	r.leader.Store(st.Lead)
 	r.term.Store(st.Term)
+	if st.Lead != 0 && (r.mu.leaderless != 0 || !r.mu.hadLeader) {
+		r.mu.hadLeader = true
+		r.mu.leaderless = 0
+		r.leaderLost.Store(false)
+	}
 	if st.Lead != r.mu.seenLead || st.Term != r.mu.seenTerm {
 		r.mu.seenLead, r.mu.seenTerm = st.Lead, st.Term
 		r.failAllLocked(&NotLeaderError{Leader: st.Lead})

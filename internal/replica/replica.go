@@ -193,6 +193,9 @@ type Replica struct {
 	// stampAsked: StampClock asked for a stamp-only entry.
 	stampAsked atomic.Bool
 	stopped    atomic.Bool
+	// leaderLost: the replica has known no leader for an election
+	// timeout (LeaderLost).
+	leaderLost atomic.Bool
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
 	// this node from the shard.
@@ -232,6 +235,11 @@ type Replica struct {
 		// lastStamp: the Clock reading of the last entry this replica
 		// stamped as leader.
 		lastStamp time.Duration
+		// leaderless: the ticks this replica has spent without a
+		// leader, in a row (0 while it knows one), counted once it has
+		// known one (hadLeader) since it opened.
+		leaderless int
+		hadLeader  bool
 	}
 }
 
@@ -352,6 +360,23 @@ func (r *Replica) Leader() uint64 { return r.leader.Load() }
 
 // IsLeader reports whether this replica is the leader.
 func (r *Replica) IsLeader() bool { return r.leader.Load() == r.cfg.NodeID }
+
+// LeaderLost reports whether this replica has known no leader for an
+// election timeout (ElectionTick ticks in a row, the one it lost its
+// leader at included): it cannot reach one. Through an ordinary election
+// a replica is without a leader for a moment only (a follower forgets its
+// leader when it starts an election itself, after an election timeout
+// without hearing from it, or when another node's election reaches it,
+// and learns the winner a round trip later). A follower cut off from its
+// peers forgets its leader after an election timeout and finds none; a
+// leader cut off from its followers steps down after one or two (raft's
+// quorum check) and finds none. So a replica that reports this is cut
+// off, or its shard has lost its quorum. A learner never campaigns and
+// keeps its last leader: it never reports this. Nor does a replica that
+// has known no leader since it opened (a node starting, a cluster
+// forming): it may not have heard from its peers yet. Safe for concurrent
+// use.
+func (r *Replica) LeaderLost() bool { return r.leaderLost.Load() }
 
 // Term is the current term.
 func (r *Replica) Term() uint64 { return r.term.Load() }

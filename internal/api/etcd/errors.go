@@ -22,6 +22,11 @@ func grpcError(err error) error {
 		return err // already an answer for the client
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, kv.ErrAckTimeout), errors.Is(err, context.DeadlineExceeded):
 		return rpctypes.ErrGRPCTimeout
+	case errors.Is(err, kv.ErrNoLeader):
+		// etcd's answer when it has no leader: clientv3 retries a Range
+		// on another endpoint, and reports a Put, DeleteRange or Txn as
+		// failed with an unknown outcome (as a timeout).
+		return rpctypes.ErrGRPCNoLeader
 	case errors.Is(err, kv.ErrOverloaded):
 		return rpctypes.ErrGRPCRequestTooManyRequests
 	case errors.Is(err, kv.ErrStopped), errors.Is(err, kv.ErrWrongShard):

@@ -225,6 +225,7 @@ func TestBackendErrorsMapToStatus(t *testing.T) {
 	}{
 		{kv.ErrTimeout, 504, "timeout"}, {kv.ErrAckTimeout, 504, "ack_timeout"},
 		{kv.ErrOverloaded, 503, "overloaded"}, {fmt.Errorf("%w: shard 2", kv.ErrShardOverloaded), 503, "shard_overloaded"}, {kv.ErrStopped, 503, "stopping"}, {kv.ErrWrongShard, 503, "wrong_shard"},
+		{fmt.Errorf("%w: shard 2", kv.ErrNoLeader), 503, "no_leader"},
 		{kv.ErrInvalidArgument, 400, "bad_request"}, {io.ErrUnexpectedEOF, 500, "internal"},
 		{fmt.Errorf("shard 3: %w", kv.ErrRequestIDReused), 409, "request_id_reused"},
 	}

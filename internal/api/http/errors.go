@@ -39,6 +39,13 @@ func writeBackendError(w http.ResponseWriter, log *slog.Logger, err error) {
 		writeError(w, http.StatusGatewayTimeout, "ack_timeout", err.Error())
 	case errors.Is(err, kv.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		writeError(w, http.StatusGatewayTimeout, "timeout", "the request deadline passed before the operation completed (a write may still commit)")
+	case errors.Is(err, kv.ErrNoLeader):
+		// This node is cut off from the shard's leader (or the shard
+		// has none): another node may reach it. A write's outcome is
+		// unknown, as with a timeout; its retry under the same
+		// Cairn-Request-Id applies it at most once.
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "no_leader", err.Error()+" (a write may still commit)")
 	case errors.Is(err, kv.ErrShardOverloaded):
 		// One shard is busy; the others are served. Retry-After: the
 		// queue drains within the request deadline or answers it.

@@ -152,9 +152,26 @@ func TestErrKindOfEtcdErrors(t *testing.T) {
 		"rpc error: code = Unavailable desc = error reading from server: EOF":      "connection",
 		"rpc error: code = Unavailable desc = cairn: stopping":                     "unavailable",
 		"rpc error: code = ResourceExhausted desc = etcdserver: too many requests": "unavailable",
+		"etcdserver: no leader":                                                    "unavailable",
+		"rpc error: code = Unavailable desc = etcdserver: no leader":               "unavailable",
+		"etcdserver: too many requests":                                            "unavailable",
 	} {
 		if got := errKind(msg); got != want {
 			t.Errorf("errKind(%q) = %q, want %q", msg, got, want)
+		}
+	}
+}
+
+// A node cut off from its shard's leader answers etcd's "no leader"
+// (Unavailable) at once, also to a write it may have proposed before: the
+// run records that write as of unknown outcome, never as not applied.
+func TestNoLeaderWriteIsUnknown(t *testing.T) {
+	for _, err := range []error{
+		errors.New("etcdserver: no leader"),
+		errors.New("rpc error: code = Unavailable desc = etcdserver: no leader"),
+	} {
+		if got := etcdOutcome(err); got != checker.Unknown {
+			t.Errorf("etcdOutcome(%v) = %v, want unknown", err, got)
 		}
 	}
 }

@@ -90,7 +90,8 @@ func errKind(msg string) string {
 			return "timeout"
 		}
 	}
-	if strings.Contains(msg, "code = Unavailable") || strings.Contains(msg, "code = ResourceExhausted") { // an etcd API answer
+	if strings.Contains(msg, "code = Unavailable") || strings.Contains(msg, "code = ResourceExhausted") || // an etcd API answer
+		strings.Contains(msg, "etcdserver: no leader") || strings.Contains(msg, "etcdserver: too many requests") { // as clientv3 reports it
 		return "unavailable"
 	}
 	return "other"

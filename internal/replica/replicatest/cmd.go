@@ -274,6 +274,11 @@ func (e *Env) handle(td *datadriven.TestData) error {
 			e.printf("%s", nd.last)
 			return nil
 		})
+	case "leader-lost":
+		return e.eachNode(a, true, func(nd *Node) error {
+			e.printf("n%d: lead=%d leader lost=%t", nd.ID, nd.Replica.Leader(), nd.Replica.LeaderLost())
+			return nil
+		})
 	case "ops":
 		for _, op := range e.ops {
 			if !op.Done() {

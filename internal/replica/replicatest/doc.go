@@ -91,6 +91,7 @@
 //	                           finished operations, violations, and the
 //	                           shard clocks at the end
 //	get [n...] key=k, status [n...], ops, check-consistency
+//	leader-lost [n...]         each node's published leader and LeaderLost
 //	dedup [n...]               the shard clock and the dedup groups per
 //	                           bucket (bucket:groups)
 //	staging [n...]             files in the engine's snapshot staging folder
