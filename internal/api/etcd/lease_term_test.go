@@ -43,6 +43,11 @@ func TestKeysReportTheirLease(t *testing.T) {
 	if got := leaseAt(t, k, "plain"); got != 0 {
 		t.Fatalf("lease of a key put without one: %d", got)
 	}
+	// A keys_only Range of one key reads the key's object (for its
+	// version) and so reports its lease too.
+	if r, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), KeysOnly: true}); err != nil || len(r.Kvs) != 1 || r.Kvs[0].Lease != g.ID || r.Kvs[0].Value != nil {
+		t.Fatalf("keys_only range of a: %v %v, want lease %d and no value", r, err, g.ID)
+	}
 	// ignore_lease keeps it, and its prev_kv shows it.
 	p, err := k.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("2"), IgnoreLease: true, PrevKv: true})
 	if err != nil || p.PrevKv == nil || p.PrevKv.Lease != g.ID {
