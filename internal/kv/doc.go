@@ -3,7 +3,11 @@
 // the operation on the shard leader — locally when this node holds the
 // leader (no network hop), otherwise by forwarding it over the transport —
 // following NotLeader hints and retrying through elections until the
-// request's deadline. Serializable reads are served by the local replica.
+// request's deadline — or, when this node's own replica of the shard has
+// been without a leader for an election timeout (the node is cut off, or
+// the shard has no quorum), answering ErrNoLeader at once, so the client
+// can try another node. Serializable reads are served by the local
+// replica.
 //
 // Listings and index queries are coverage queries: one replica of every
 // shard, as few nodes as possible, each scanning its node-global ordered

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
+	"github.com/cairn-db/cairn/internal/transport"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // A node cut off from a shard's other replicas answers ErrNoLeader once
@@ -79,5 +81,47 @@ func TestCutOffNodeAnswersNoLeader(t *testing.T) {
 			}
 			return nil
 		})
+	}
+}
+
+// hangingTransport never answers: a request waits until its context
+// ends, as one to a peer whose packets are dropped does.
+type hangingTransport struct{ transport.Transport }
+
+func (hangingTransport) Request(ctx context.Context, _ uint64, _ *wire.Request) (*wire.Response, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// An attempt already sent to the leader over the network (an ACK 3/3
+// write goes there, not through the local replica's Raft) ends when the
+// node's replica of the shard loses its leader, and the write is answered
+// no leader then, not when the attempt's bound (2 s) passes.
+func TestRemoteAttemptEndsWhenLeaderLost(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{}) // ticks of 10 ms: election timeout 100–200 ms
+	var leader uint64
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, 1); leader == 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	follower := leader%3 + 1
+	eventually(t, 5*time.Second, func() error {
+		if l := c.nodes[follower].st.Replica(1).Leader(); l != leader {
+			return fmt.Errorf("follower %d knows leader %d, want %d", follower, l, leader)
+		}
+		return nil
+	})
+	tr := hangingTransport{c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil)}
+	coord := mustCoordinator(t, kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
+		Transport: tr, DefaultTimeout: 5 * time.Second})
+	c.net.Isolate(follower, true)
+	defer c.net.Isolate(follower, false)
+	start := time.Now()
+	_, _, err := coord.Put(ctx5(t), []byte("k"), []byte("v"), kv.WriteOptions{Ack: 3, From: 3})
+	took := time.Since(start)
+	if !errors.Is(err, kv.ErrNoLeader) || took > 1500*time.Millisecond {
+		t.Fatalf("ACK 3/3 put through a node cut off meanwhile: %v after %v, want ErrNoLeader before the attempt's 2 s bound", err, took)
 	}
 }

@@ -79,6 +79,12 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			// the election that replaces it; the retry carries the same
 			// request id, so a write still applies at most once.
 			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
+			if local != nil {
+				// This node's replica of the shard losing its leader
+				// meanwhile ends the attempt too: the request is then
+				// answered no leader (above), not after the bound.
+				endWhenLeaderLost(actx, cancel, local)
+			}
 			resp, err = c.cfg.Transport.Request(actx, target, req)
 			cancel()
 			if err == nil {
@@ -185,6 +191,20 @@ func (c *Coordinator) leaderLost(shardID uint64) error {
 		return nil
 	}
 	return fmt.Errorf("%w: shard %d: this node's replica has known no leader for an election timeout (cut off from the shard's other replicas, or the shard has lost its quorum)", ErrNoLeader, shardID)
+}
+
+// endWhenLeaderLost calls cancel (ending ctx, an attempt's) when r
+// reports LeaderLost, at once if it does already; its goroutine ends with
+// ctx.
+func endWhenLeaderLost(ctx context.Context, cancel context.CancelFunc, r *replica.Replica) {
+	lost := r.LeaderLostCh()
+	go func() {
+		select {
+		case <-lost:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // leaderGuess is the leader this node believes in (0 = unknown).

@@ -118,8 +118,9 @@ func (r *Replica) drainLocked() {
 	lead := r.leader.Load()
 	if lead == 0 && ticks > 0 && r.mu.hadLeader {
 		r.mu.leaderless += ticks
-		if r.mu.leaderless >= r.cfg.ElectionTick {
+		if r.mu.leaderless >= r.cfg.ElectionTick && !r.leaderLost.Load() {
 			r.leaderLost.Store(true)
+			close(*r.lostCh.Load())
 		}
 	}
 	isLeader := lead == r.cfg.NodeID
@@ -243,7 +244,11 @@ func (r *Replica) publishLocked() {
 	if st.Lead != 0 && (r.mu.leaderless != 0 || !r.mu.hadLeader) {
 		r.mu.hadLeader = true
 		r.mu.leaderless = 0
-		r.leaderLost.Store(false)
+		if r.leaderLost.Load() {
+			ch := make(chan struct{})
+			r.lostCh.Store(&ch)
+			r.leaderLost.Store(false)
+		}
 	}
 	if st.Lead != r.mu.seenLead || st.Term != r.mu.seenTerm {
 		r.mu.seenLead, r.mu.seenTerm = st.Lead, st.Term

@@ -194,8 +194,10 @@ type Replica struct {
 	stampAsked atomic.Bool
 	stopped    atomic.Bool
 	// leaderLost: the replica has known no leader for an election
-	// timeout (LeaderLost).
+	// timeout (LeaderLost); lostCh is closed when it becomes true, and
+	// replaced when the replica finds a leader again (LeaderLostCh).
 	leaderLost atomic.Bool
+	lostCh     atomic.Pointer[chan struct{}]
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
 	// this node from the shard.
@@ -250,6 +252,8 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 		return nil, err
 	}
 	r := &Replica{cfg: cfg, id: cfg.Desc.ID}
+	lost := make(chan struct{})
+	r.lostCh.Store(&lost)
 	ok, err := raftlog.Exists(cfg.Engine, r.id)
 	if err != nil {
 		return nil, err
@@ -377,6 +381,10 @@ func (r *Replica) IsLeader() bool { return r.leader.Load() == r.cfg.NodeID }
 // forming): it may not have heard from its peers yet. Safe for concurrent
 // use.
 func (r *Replica) LeaderLost() bool { return r.leaderLost.Load() }
+
+// LeaderLostCh returns a channel closed once LeaderLost is true (already
+// closed if it is), so that a caller can end a wait when it becomes so.
+func (r *Replica) LeaderLostCh() <-chan struct{} { return *r.lostCh.Load() }
 
 // Term is the current term.
 func (r *Replica) Term() uint64 { return r.term.Load() }
