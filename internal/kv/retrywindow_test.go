@@ -36,8 +36,11 @@ func TestWriteRetriesEndAtTheRetryWindow(t *testing.T) {
 	n := c.nodes[1]
 	tr := c.net.Join(98, &adapter{st: n.st}, nil)
 	c.net.Isolate(98, true)
+	// A window well inside the 200 ms or more (two election timeouts of
+	// 10 ms ticks) node 1's replica takes to report it has lost its
+	// leader, after which the write would be answered ErrNoLeader.
 	coord := mustCoordinator(t, kv.Config{NodeID: 1, Replication: 3, Map: c.m, Store: n.st,
-		Transport: tr, DefaultTimeout: time.Hour, RetryWindow: 300 * time.Millisecond})
+		Transport: tr, DefaultTimeout: time.Hour, RetryWindow: 50 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	done := make(chan error, 1)
