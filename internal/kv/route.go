@@ -79,10 +79,13 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			// the election that replaces it; the retry carries the same
 			// request id, so a write still applies at most once.
 			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
-			if local != nil {
+			if local != nil && !local.Removed() {
 				// This node's replica of the shard losing its leader
 				// meanwhile ends the attempt too: the request is then
-				// answered no leader (above), not after the bound.
+				// answered no leader (above), not after the bound. (A
+				// replica a move took away hears from no leader; the
+				// request goes to the shard's members, as leaderLost
+				// lets it.)
 				endWhenLeaderLost(actx, cancel, local)
 			}
 			resp, err = c.cfg.Transport.Request(actx, target, req)
