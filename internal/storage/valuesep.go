@@ -79,15 +79,27 @@ type WriteStats struct {
 func (w WriteStats) Total() uint64 { return w.WAL + w.Flushed + w.Compacted + w.Ingested }
 
 // WriteStats computes Pebble's metrics: call it at scrape time, not on a
-// hot path.
+// hot path. The sums are over the levels' own counters, not Pebble's
+// Metrics.Total, which adds the WAL and ingested bytes to the flushed
+// ones; and a flush's blob files are counted once, as flushed (Pebble
+// also counts them as compacted: it sets BlobBytesCompacted for every
+// table compaction, flushes included).
 func (e *Engine) WriteStats() WriteStats {
 	m := e.db.Metrics()
-	t := m.Total()
+	var flushedTables, flushedBlobs, compactedTables, compactedBlobs, ingested uint64
+	for i := range m.Levels {
+		l := &m.Levels[i]
+		flushedTables += l.TableBytesFlushed
+		flushedBlobs += l.BlobBytesFlushed
+		compactedTables += l.TableBytesCompacted
+		compactedBlobs += l.BlobBytesCompacted
+		ingested += l.TableBytesIngested
+	}
 	return WriteStats{
 		WAL:       m.WAL.BytesWritten,
-		Flushed:   t.TableBytesFlushed + t.BlobBytesFlushed,
-		Compacted: t.TableBytesCompacted + t.BlobBytesCompacted,
-		Ingested:  t.TableBytesIngested,
+		Flushed:   flushedTables + flushedBlobs,
+		Compacted: compactedTables + compactedBlobs - min(flushedBlobs, compactedBlobs),
+		Ingested:  ingested,
 		BlobFiles: m.BlobFiles.LiveCount,
 		BlobBytes: m.BlobFiles.LiveSize,
 	}

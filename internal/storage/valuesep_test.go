@@ -62,6 +62,13 @@ func TestValueSeparation(t *testing.T) {
 			if w.Flushed == 0 || w.WAL == 0 {
 				t.Fatalf("write stats %+v: want WAL and flushed bytes", w)
 			}
+			// One flush and no compaction: the blob file it wrote is
+			// flushed bytes, not compacted ones too, and the flushed
+			// bytes are the memtable's (no more than the WAL's), not the
+			// WAL's bytes again.
+			if w.Compacted != 0 || w.Flushed < w.BlobBytes || w.Flushed > w.WAL*11/10 {
+				t.Fatalf("write stats %+v after one flush: want no compacted bytes and the memtable's bytes, blob files included, as flushed", w)
+			}
 			for i := range n {
 				got, err := e.Get(DataKey(uint64(i)<<40, []byte(fmt.Sprint("big-", i))))
 				if err != nil {
