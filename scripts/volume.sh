@@ -13,6 +13,11 @@
 #   scripts/volume.sh                                   # 60 s per run, 20000 objects
 #   DURATION=30m KEYS=400000 CLIENTS=128 scripts/volume.sh
 #   CONFIGS="limit:--shard-soft-limit=64 nolimit:--shard-soft-limit=0" scripts/volume.sh
+#
+# IDLE (default 20s) first measures the 2i query alone on the loaded
+# objects (one client, nothing else running): the unloaded figure the
+# loaded mean 2i query time is compared with (0 skips it). BENCH_FLAGS
+# go to every cairn bench run (e.g. "--consistency s").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cluster.sh
@@ -24,6 +29,8 @@ CAIRN=${CAIRN:-bin/cairn}
 BASE=${BASE:-19380}
 OUT=${OUT:-/tmp/cairn-volume}
 CONFIGS=${CONFIGS:-"separated: inline:--value-separation=-1"}
+IDLE=${IDLE:-20s}
+BENCH_FLAGS=${BENCH_FLAGS:-}
 [ -x "$CAIRN" ] || make build
 mkdir -p "$OUT"
 
@@ -49,7 +56,7 @@ metric() {
   echo "$sum"
 }
 
-printf "%-10s %8s %9s %10s %9s %6s %9s\n" run ops/s update/s upd_p99_ms 2i_mean_ms WA rejected
+printf "%-10s %8s %9s %10s %9s %9s %6s %9s\n" run ops/s update/s upd_p99_ms 2i_mean_ms 2i_idle_ms WA rejected
 dirs=()
 for cfg in $CONFIGS; do
   label=${cfg%%:*}
@@ -64,19 +71,28 @@ for cfg in $CONFIGS; do
   "$CAIRN" bench --target "$target" --workload nhs --keys "$KEYS" --clients "$CLIENTS" --total 1 --warmup 0s \
     --out "$WORK/load" >"$OUT/$label.load.log" 2>&1
   sleep 5 # let the load's flushes and compactions settle
+  if [ "$IDLE" != 0 ]; then
+    # shellcheck disable=SC2086
+    "$CAIRN" bench --target "$target" --workload nhs --keys "$KEYS" --clients 1 --duration "$IDLE" --warmup 2s \
+      --no-preload --mix get=0,head_get=0,update=0,insert=0,index_query=1 $BENCH_FLAGS \
+      --out "$OUT/$label.idle" >"$OUT/$label.idle.log" 2>&1
+  fi
   w0=$(metric "$BASE" cairn_storage_bytes_written_total); r0=$(metric "$BASE" cairn_shard_soft_limit_rejections_total)
   "$CAIRN" bench --target "$target" --workload nhs --keys "$KEYS" --clients "$CLIENTS" --duration "$DURATION" --warmup 5s \
-    --no-preload --label "cairn $label" --out "$OUT/$label" >"$OUT/$label.log" 2>&1
+    --no-preload --label "cairn $label" $BENCH_FLAGS --out "$OUT/$label" >"$OUT/$label.log" 2>&1
   w1=$(metric "$BASE" cairn_storage_bytes_written_total); r1=$(metric "$BASE" cairn_shard_soft_limit_rejections_total)
-  python3 - "$OUT/$label/results.json" "$label" $((w1 - w0)) $((r1 - r0)) <<'PY'
-import json, sys
+  python3 - "$OUT/$label/results.json" "$label" $((w1 - w0)) $((r1 - r0)) "$OUT/$label.idle/results.json" <<'PY'
+import json, os, sys
 r = json.load(open(sys.argv[1]))
 label, disk, rejected = sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+idle = float("nan")
+if os.path.exists(sys.argv[5]):
+    idle = json.load(open(sys.argv[5]))["operations"]["index_query"]["latency_ms"]["mean"]
 op = r["operations"]
 writes = op.get("update", {}).get("ops", 0) + op.get("insert", {}).get("ops", 0)
 user = writes * 10240 * 3  # a value averages 10 KiB; three replicas
-print("%-10s %8.0f %9.0f %10.1f %9.1f %6.2f %9d" % (label, r["throughput"], op["update"]["throughput"],
-      op["update"]["latency_ms"]["p99"], op["index_query"]["latency_ms"]["mean"], disk / user if user else 0, rejected))
+print("%-10s %8.0f %9.0f %10.1f %9.1f %9.1f %6.2f %9d" % (label, r["throughput"], op["update"]["throughput"],
+      op["update"]["latency_ms"]["p99"], op["index_query"]["latency_ms"]["mean"], idle, disk / user if user else 0, rejected))
 PY
   dirs+=("$OUT/$label")
   cleanup

@@ -143,8 +143,41 @@ func (r *Replica) drainLocked() {
 	if len(reads) > 0 {
 		r.mu.nextRead++
 		id := r.mu.nextRead
-		r.mu.readBatch[id] = reads
+		r.mu.readBatch[id] = &readRound{waiters: reads}
 		rn.ReadIndex(readCtx(r.cfg.NodeID, id))
+	}
+	if ticks > 0 && lead != 0 {
+		r.resendReadsLocked(rn, ticks)
+	}
+}
+
+// readRetryTicks is how many ticks a read index request goes unanswered
+// before it is asked again (half a second at the store's 100 ms tick).
+// Raft does not retransmit a follower's MsgReadIndex (nor the leader's
+// answer), and the transport drops messages to a peer whose queue is
+// full: without asking again, a forwarded read whose request was lost
+// waited for its caller's bound (seconds) although the leader was there
+// all along. (etcd's server asks again after the same half second.)
+const readRetryTicks = 5
+
+// readRound is one read index request and the reads waiting for it.
+type readRound struct {
+	waiters []*waiter
+	ticks   int // ticks since it was last asked
+}
+
+// resendReadsLocked counts ticks ticks against every round waiting for
+// its read index and asks again for those unanswered for readRetryTicks.
+// Whichever answer comes first serves the round's reads: each request
+// went out after they arrived, so its index is one a linearizable read
+// may use. The leader ignores a request whose context it still has
+// pending.
+func (r *Replica) resendReadsLocked(rn *raft.RawNode, ticks int) {
+	for id, rd := range r.mu.readBatch {
+		if rd.ticks += ticks; rd.ticks >= readRetryTicks {
+			rd.ticks = 0
+			rn.ReadIndex(readCtx(r.cfg.NodeID, id))
+		}
 	}
 }
 
@@ -300,11 +333,13 @@ func (r *Replica) finishLocked(rr *Round) {
 			continue
 		}
 		id := binary.BigEndian.Uint64(rs.RequestCtx[8:])
-		for _, w := range r.mu.readBatch[id] {
-			w.index = rs.Index
-			r.mu.applyWait = append(r.mu.applyWait, w)
+		if rd := r.mu.readBatch[id]; rd != nil {
+			for _, w := range rd.waiters {
+				w.index = rs.Index
+				r.mu.applyWait = append(r.mu.applyWait, w)
+			}
+			delete(r.mu.readBatch, id)
 		}
-		delete(r.mu.readBatch, id)
 	}
 	r.resolveReadsLocked()
 

@@ -228,7 +228,7 @@ type Replica struct {
 		appliedT  uint64
 		cs        raftpb.ConfState
 		props     map[string][]*proposal
-		readBatch map[uint64][]*waiter
+		readBatch map[uint64]*readRound
 		nextRead  uint64
 		applyWait []*waiter
 		// seenLead and seenTerm: the leader and term last published;
@@ -324,7 +324,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
 	r.mu.props = map[string][]*proposal{}
-	r.mu.readBatch = map[uint64][]*waiter{}
+	r.mu.readBatch = map[uint64]*readRound{}
 	r.mu.nextRead = rand.Uint64() >> 1
 	r.applied.Store(as.Index)
 	r.term.Store(rn.BasicStatus().Term)

@@ -189,13 +189,11 @@ func (r *Replica) readIndex(ctx context.Context, forward bool) (uint64, error) {
 func (r *Replica) abandonRead(w *waiter) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for id, ws := range r.mu.readBatch {
-		if i := slices.Index(ws, w); i >= 0 {
-			ws = slices.Delete(ws, i, i+1)
-			if len(ws) == 0 {
+	for id, rd := range r.mu.readBatch {
+		if i := slices.Index(rd.waiters, w); i >= 0 {
+			rd.waiters = slices.Delete(rd.waiters, i, i+1)
+			if len(rd.waiters) == 0 {
 				delete(r.mu.readBatch, id)
-			} else {
-				r.mu.readBatch[id] = ws
 			}
 			return
 		}
@@ -263,8 +261,8 @@ func (r *Replica) failAllLocked(err error) {
 		}
 		delete(r.mu.props, k)
 	}
-	for k, ws := range r.mu.readBatch {
-		for _, w := range ws {
+	for k, rd := range r.mu.readBatch {
+		for _, w := range rd.waiters {
 			w.finish(err)
 		}
 		delete(r.mu.readBatch, k)

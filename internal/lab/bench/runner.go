@@ -82,12 +82,19 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 				}
 				k, v := gen(i)
 				var err error
-				for try := 0; try < 5; try++ {
+				// Five tries, but an overloaded node's 503 is no failure:
+				// waited out (a second each, until ctx ends) without
+				// counting, so a per-shard soft limit that bites does not
+				// fail the load.
+				for try := 0; try < 5; {
 					octx, cancel := context.WithTimeout(ctx, timeout)
 					err = put(octx, c, i, k, v)
 					cancel()
 					if err == nil || !sleepBeforeRetry(ctx, err) {
 						break
+					}
+					if !overloaded(err) {
+						try++
 					}
 				}
 				if err != nil {
@@ -101,13 +108,19 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	return n, firstErr
 }
 
+// overloaded reports whether err is a node's 503 (its queue, or a
+// shard's, was full).
+func overloaded(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
+}
+
 // sleepBeforeRetry waits before a load write is tried again: a second
 // after a 503 (a node's or a shard's queue was full; the nodes answer
 // Retry-After: 1), 100 ms after another failure. False when ctx ended.
 func sleepBeforeRetry(ctx context.Context, err error) bool {
 	wait := 100 * time.Millisecond
-	var se *StatusError
-	if errors.As(err, &se) && se.Code == http.StatusServiceUnavailable {
+	if overloaded(err) {
 		wait = time.Second
 	}
 	select {
