@@ -237,6 +237,9 @@ func (b *Balancer) Round(ctx context.Context) error {
 	if rec, err = b.finishDecommissions(ctx, rec, descs); err != nil {
 		return err
 	}
+	if rec, err = b.finishLearnerDrops(ctx, rec, descs); err != nil {
+		return err
+	}
 	limit := b.cfg.TransferLimit
 	if rec.Settings.TransferLimit != nil {
 		limit = *rec.Settings.TransferLimit
@@ -440,6 +443,37 @@ func (b *Balancer) finishDecommissions(ctx context.Context, rec Record, descs []
 		b.cfg.Logger.Info("balancer: node drained and removed", "id", m.ID)
 	}
 	return rec, nil
+}
+
+// finishLearnerDrops clears the DropLearners mark of every member that
+// holds no learner and has no move in flight: a read replica turned voter
+// whose learners are all removed, which may take voters from now on. Not
+// while this node takes over (touchGrace): a learner add its predecessor
+// still runs would put a learner back after the mark went.
+func (b *Balancer) finishLearnerDrops(ctx context.Context, rec Record, descs []shard.Descriptor) (Record, error) {
+	b.mu.Lock()
+	takingOver := b.cfg.Now().Sub(b.mu.since) < touchGrace
+	b.mu.Unlock()
+	for _, m := range rec.Members {
+		if !m.DropLearners || takingOver || holdsLearner(descs, m.ID) || b.moving(m.ID) {
+			continue
+		}
+		var err error
+		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.LearnersDropped(m.ID) }); err != nil {
+			return rec, err
+		}
+		b.cfg.Logger.Info("balancer: a former read replica's learners are removed; it takes voters", "id", m.ID)
+	}
+	return rec, nil
+}
+
+func holdsLearner(descs []shard.Descriptor, node uint64) bool {
+	for _, d := range descs {
+		if d.IsLearner(node) {
+			return true
+		}
+	}
+	return false
 }
 
 func holds(descs []shard.Descriptor, node uint64) bool {
