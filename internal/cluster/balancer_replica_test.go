@@ -214,3 +214,51 @@ func TestBalancerSetRoleVoterLeavesNoLearner(t *testing.T) {
 		t.Errorf("set-role voter paused rebalancing until %v", p)
 	}
 }
+
+// A balancer that has just taken over removes a read replica turned
+// voter's learners at once (they are no predecessor's move under way),
+// and clears the mark only after two rounds without any.
+func TestBalancerTakingOverRemovesDroppedLearners(t *testing.T) {
+	r := newRig(t, []uint64{1, 2, 3}, 4)
+	ctx := context.Background()
+	if _, err := r.mgr.Join(ctx, JoinRequest{NodeID: 4, HTTPAddr: "h4", PeerAddr: "p4", Role: ReadReplica}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range r.store.shards {
+		r.store.shards[i].Learners = []uint64{4}
+	}
+	if _, err := r.mgr.SetRole(ctx, 4, Voter); err != nil {
+		t.Fatal(err)
+	}
+	st := learnerStore{r.store}
+	b, err := NewBalancer(BalancerConfig{NodeID: 1, Manager: r.mgr, Mover: st, Prober: r.prober,
+		Leads: func() bool { return true }, Replication: 3, DeadNodeTimeout: time.Minute, Now: r.clock.Now, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := func() bool {
+		rec, err := r.mgr.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := rec.Member(4)
+		return m.DropLearners
+	}
+	for round := 1; round <= 3; round++ {
+		if err := b.Round(ctx); err != nil {
+			t.Fatal(err)
+		}
+		b.Wait()
+		r.clock.Add(time.Second)
+		if round == 1 {
+			for _, d := range st.Descriptors() {
+				if d.HasReplica(4) {
+					t.Fatalf("shard %d: voters %v learners %v after the first round: want node 4's learner removed", d.ID, d.Replicas, d.Learners)
+				}
+			}
+		}
+		if want := round < 3; marked() != want {
+			t.Fatalf("round %d: marked %v, want %v", round, !want, want)
+		}
+	}
+}

@@ -120,11 +120,15 @@ func (r Record) LearnersDropped(id uint64) (Record, bool, error) {
 	return out, true, nil
 }
 
-// readReplicas is the set of the record's read replicas.
-func readReplicas(r Record) map[uint64]bool {
+// stayingLearners is the set of the record's nodes whose learners are no
+// move's destination: the read replicas, and the read replicas turned
+// voters whose learners the balancer removes (DropLearners). A taking-over
+// balancer takes theirs for no predecessor's move, so it removes the
+// latter at once rather than after touchGrace.
+func stayingLearners(r Record) map[uint64]bool {
 	out := map[uint64]bool{}
 	for _, m := range r.Members {
-		if m.ReadReplica() {
+		if m.ReadReplica() || m.DropLearners {
 			out[m.ID] = true
 		}
 	}
