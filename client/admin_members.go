@@ -21,6 +21,9 @@ type Member struct {
 	State string `json:"state"`
 	// Role: "" (voter) or read-replica.
 	Role string `json:"role,omitempty"`
+	// DropLearners: a read replica turned voter whose learners are being
+	// removed; it takes voters once they are gone.
+	DropLearners bool `json:"drop_learners,omitempty"`
 }
 
 // Settings are the cluster-wide balancing settings; nil fields are unset

@@ -191,6 +191,9 @@ func printNodes(w io.Writer, n client.Nodes, ci client.ClusterInfo) {
 		if role == "" {
 			role = "voter"
 		}
+		if m.DropLearners {
+			role += " (dropping learners)"
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%d\t%d\n", m.ID, m.State, role, m.HTTPAddr, m.PeerAddr, replicas[m.ID], learners[m.ID], leaders[m.ID])
 	}
 	_ = tw.Flush()

@@ -139,6 +139,9 @@ type Balancer struct {
 		// shapes is each shard's voters and learners other than read
 		// replicas' seen last round (role.go: shapeOf).
 		shapes map[uint64]string
+		// learnerFree holds the DropLearners members seen last round
+		// with no learner and no move (finishLearnerDrops).
+		learnerFree map[uint64]bool
 	}
 }
 
@@ -156,6 +159,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.moving = map[uint64]bool{}
 	b.mu.shapes = map[uint64]string{}
 	b.mu.touched = map[uint64]time.Time{}
+	b.mu.learnerFree = map[uint64]bool{}
 	return b, nil
 }
 
@@ -217,6 +221,7 @@ func (b *Balancer) Round(ctx context.Context) error {
 		clear(b.mu.epochs)
 		clear(b.mu.moving)
 		clear(b.mu.shapes)
+		clear(b.mu.learnerFree)
 		b.mu.Unlock()
 		return nil
 	}
@@ -237,13 +242,16 @@ func (b *Balancer) Round(ctx context.Context) error {
 	if rec, err = b.finishDecommissions(ctx, rec, descs); err != nil {
 		return err
 	}
+	if rec, err = b.finishLearnerDrops(ctx, rec, descs); err != nil {
+		return err
+	}
 	limit := b.cfg.TransferLimit
 	if rec.Settings.TransferLimit != nil {
 		limit = *rec.Settings.TransferLimit
 	}
 	now := b.cfg.Now()
 	b.mu.Lock()
-	readers := readReplicas(rec)
+	readers := stayingLearners(rec)
 	b.noticeManualLocked(descs, now, readers)
 	in := PlanInput{Members: rec.Members, Replication: b.cfg.Replication, TransferLimit: limit, MaxMoves: b.cfg.MaxMoves,
 		NoBalance: now.Before(b.mu.pausedUntil) || rec.RebalancingOff(now)}
@@ -440,6 +448,40 @@ func (b *Balancer) finishDecommissions(ctx context.Context, rec Record, descs []
 		b.cfg.Logger.Info("balancer: node drained and removed", "id", m.ID)
 	}
 	return rec, nil
+}
+
+// finishLearnerDrops clears the DropLearners mark of every member that
+// holds no learner and has no move in flight, two rounds in a row: a read
+// replica turned voter whose learners are all removed, which may take
+// voters from now on. (A learner add still running — this balancer's, or
+// its predecessor's — puts its learner back within a fraction of a second
+// of its removal, so it cannot go unseen two rounds running.)
+func (b *Balancer) finishLearnerDrops(ctx context.Context, rec Record, descs []shard.Descriptor) (Record, error) {
+	for _, m := range rec.Members {
+		free := m.DropLearners && !holdsLearner(descs, m.ID) && !b.moving(m.ID)
+		b.mu.Lock()
+		seen := b.mu.learnerFree[m.ID]
+		b.mu.learnerFree[m.ID] = free
+		b.mu.Unlock()
+		if !free || !seen {
+			continue
+		}
+		var err error
+		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.LearnersDropped(m.ID) }); err != nil {
+			return rec, err
+		}
+		b.cfg.Logger.Info("balancer: a former read replica's learners are removed; it takes voters", "id", m.ID)
+	}
+	return rec, nil
+}
+
+func holdsLearner(descs []shard.Descriptor, node uint64) bool {
+	for _, d := range descs {
+		if d.IsLearner(node) {
+			return true
+		}
+	}
+	return false
 }
 
 func holds(descs []shard.Descriptor, node uint64) bool {

@@ -14,7 +14,8 @@ const (
 	Repair = "repair"
 	// Balance moves even out replica counts across active nodes.
 	Balance = "balance"
-	// Learn moves add a learner replica on a read replica (role.go).
+	// Learn moves add a learner replica on a read replica, or remove one
+	// from a read replica turned voter (role.go).
 	Learn = "read-replica"
 )
 
@@ -61,10 +62,11 @@ type PlanInput struct {
 // running does it even out replica counts, moving from the most to the
 // least loaded active node while they differ by two or more.
 //
-// A move never targets a node that is not active or already holds (or is
-// about to hold) a replica of the shard, never touches a shard with a move
-// in flight, and never makes a node take part in more than TransferLimit
-// moves. Nodes in no member record are left alone. Plan is pure.
+// A move never targets a node that is not active, still drops a read
+// replica's learners, or already holds (or is about to hold) a replica of
+// the shard, never touches a shard with a move in flight, and never makes
+// a node take part in more than TransferLimit moves (a learner's removal
+// takes no slot). Nodes in no member record are left alone. Plan is pure.
 func Plan(in PlanInput) []Move {
 	p := newPlanner(in)
 	repairs := len(p.repairs())
@@ -90,10 +92,13 @@ type planner struct {
 	taken map[uint64]bool
 	// desc is each shard's descriptor: a node it names in any role (a
 	// learner left by an interrupted move too) takes no new replica of it.
-	desc      map[uint64]shard.Descriptor
-	active    []uint64
-	readers   []uint64 // active read replicas
-	role      map[uint64]Role
+	desc    map[uint64]shard.Descriptor
+	active  []uint64
+	readers []uint64 // active read replicas
+	role    map[uint64]Role
+	// drop marks the members whose learners are removed before they take
+	// a voter (Member.DropLearners: read replicas turned voters).
+	drop      map[uint64]bool
 	repairing bool
 	moves     []Move
 	// first is each shard's preferred leader (its descriptor's first
@@ -104,12 +109,13 @@ type planner struct {
 
 func newPlanner(in PlanInput) *planner {
 	p := &planner{in: in, limit: max(in.TransferLimit, 1), max: max(in.MaxMoves, 1),
-		state: map[uint64]State{}, role: map[uint64]Role{}, busy: map[uint64]int{}, count: map[uint64]int{},
+		state: map[uint64]State{}, role: map[uint64]Role{}, drop: map[uint64]bool{}, busy: map[uint64]int{}, count: map[uint64]int{},
 		held: map[uint64]map[uint64]bool{}, taken: map[uint64]bool{}, desc: map[uint64]shard.Descriptor{},
 		first: map[uint64]uint64{}, pref: map[uint64]int{}}
 	for _, m := range in.Members {
 		p.state[m.ID] = m.State
 		p.role[m.ID] = m.RoleOf()
+		p.drop[m.ID] = m.DropLearners
 		if m.State == Active && m.ReadReplica() {
 			p.readers = append(p.readers, m.ID)
 		} else if m.State == Active {
@@ -162,7 +168,12 @@ func (p *planner) alive(n uint64) bool {
 	return s == Active || s == Decommissioning
 }
 
+// charge counts mv against the transfer limits of the nodes it touches.
+// A learner's removal streams nothing and takes no slot.
 func (p *planner) charge(mv Move) {
+	if mv.Learner && mv.To == 0 {
+		return
+	}
 	if mv.To != 0 {
 		p.busy[mv.To]++
 	}
@@ -202,11 +213,12 @@ func (p *planner) holds(id, n uint64) bool {
 	return p.held[id][n] || p.desc[id].HasReplica(n)
 }
 
-// target is the least loaded free active node not holding shard id.
+// target is the least loaded free active node not holding shard id (nor
+// still dropping a read replica's learners).
 func (p *planner) target(id uint64) (uint64, bool) {
 	best, found := uint64(0), false
 	for _, n := range p.active {
-		if p.holds(id, n) || !p.free(n) {
+		if p.holds(id, n) || !p.free(n) || p.drop[n] {
 			continue
 		}
 		if !found || p.count[n] < p.count[best] {
@@ -324,7 +336,7 @@ func (p *planner) balanceOne() bool {
 			if p.count[src]-p.count[dst] < 2 {
 				break
 			}
-			if dst == src || !p.free(dst) {
+			if dst == src || !p.free(dst) || p.drop[dst] {
 				continue
 			}
 			// Leadership follows the first slot of a descriptor, which a

@@ -11,11 +11,18 @@ package cluster
 //     move (an AddReplica with learnerOnly, never promoted) at a time per
 //     shard, under the same TransferLimit as other moves;
 //   - the learners of a read replica that is decommissioning, dead or
-//     removed are removed (a Repair move with Learner and To 0).
+//     removed are removed (a Repair move with Learner and To 0);
+//   - the learners of a read replica turned voter (Member.DropLearners)
+//     are removed (a Learn move with To 0), and it takes no voter until
+//     they are gone (the balancer then clears the mark): else a learner
+//     added after the role changed (a learner add in flight, or planned
+//     from a record read just before) would stay on the node for good,
+//     taken for a move's destination;
+//   - a learner's removal streams nothing: it takes no transfer slot.
 //
-// A learner on a voter node is left alone: it is a move's destination
-// catching up (or one an interrupted move left, which that move finishes
-// when run again).
+// A learner on any other voter node is left alone: it is a move's
+// destination catching up (or one an interrupted move left, which that
+// move finishes when run again).
 
 // learners plans the read replicas' learner additions and removals, after
 // the repairs and within the same limits.
@@ -25,13 +32,15 @@ func (p *planner) learners() {
 			if len(p.moves) >= p.max {
 				return
 			}
-			if p.taken[d.ID] || p.role[n] != ReadReplica || !p.leavingState(n) {
+			if p.taken[d.ID] {
 				continue
 			}
-			if p.alive(n) && !p.free(n) {
-				continue
+			switch {
+			case p.role[n] == ReadReplica && p.leavingState(n):
+				p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Repair})
+			case p.drop[n]:
+				p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Learn})
 			}
-			p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Repair})
 		}
 	}
 	for _, n := range p.readers {

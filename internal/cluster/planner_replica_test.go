@@ -194,12 +194,10 @@ func TestPlanRemovesLeavingReadReplicaLearners(t *testing.T) {
 				t.Fatalf("%s: move %+v: want node 4's learners removed", st, mv)
 			}
 		}
-		want := 2 // a decommissioning node is alive: its transfer limit holds
-		if st == Dead {
-			want = 4
-		}
-		if len(moves) != want {
-			t.Fatalf("%s: %d moves %v, want %d", st, len(moves), moves, want)
+		// A removal streams nothing: the transfer limit (2) does not hold
+		// it back, alive or dead.
+		if len(moves) != 4 {
+			t.Fatalf("%s: %d moves %v, want 4", st, len(moves), moves)
 		}
 		out := settle(t, in, 4)
 		for _, d := range out {
@@ -207,6 +205,54 @@ func TestPlanRemovesLeavingReadReplicaLearners(t *testing.T) {
 				t.Errorf("%s: shard %d still has node 4: %v %v", st, d.ID, d.Replicas, d.Learners)
 			}
 		}
+	}
+}
+
+// A read replica turned voter (DropLearners) has all its learners
+// removed, at once (a removal takes no transfer slot), and takes no voter
+// while it holds any or keeps the mark; once the mark goes it gets its
+// share of voters.
+func TestPlanReadReplicaTurnedVoterDropsLearners(t *testing.T) {
+	shards := boot(t, []uint64{1, 2, 3}, 16, 3)
+	for i := range shards {
+		shards[i].Learners = []uint64{4}
+	}
+	ms := members(actives(1, 2, 3, 4))
+	for i := range ms {
+		if ms[i].ID == 4 {
+			ms[i].DropLearners = true
+		}
+	}
+	in := PlanInput{Shards: shards, Members: ms, Replication: 3, TransferLimit: 2, MaxMoves: 8}
+	moves := Plan(in)
+	if len(moves) != 8 {
+		t.Fatalf("moves %v: want 8 (MaxMoves) learner removals", moves)
+	}
+	for _, mv := range moves {
+		if !mv.Learner || mv.From != 4 || mv.To != 0 || mv.Reason != Learn {
+			t.Fatalf("move %+v: want node 4's learner removed", mv)
+		}
+	}
+	// Two learners left next to voters (a learner add that landed after
+	// set-role): removed; no voter moves to node 4 meanwhile.
+	in.Shards = boot(t, []uint64{1, 2, 3}, 16, 3)
+	in.Shards[3].Learners, in.Shards[9].Learners = []uint64{4}, []uint64{4}
+	moves = Plan(in)
+	if len(moves) != 2 || moves[0].Shard != in.Shards[3].ID || moves[1].Shard != in.Shards[9].ID {
+		t.Fatalf("moves %v: want the 2 learners removed, nothing else", moves)
+	}
+	out := settle(t, in)
+	if c := counts(out); c[4] != 0 {
+		t.Fatalf("node 4 took %d voters while marked", c[4])
+	}
+	for _, d := range out {
+		if d.HasReplica(4) {
+			t.Fatalf("shard %d: voters %v learners %v", d.ID, d.Replicas, d.Learners)
+		}
+	}
+	in.Shards, in.Members = out, members(actives(1, 2, 3, 4))
+	if c := counts(settle(t, in)); c[4] != 12 {
+		t.Fatalf("node 4 holds %d voters once unmarked, want 12 of 48", c[4])
 	}
 }
 
@@ -252,8 +298,21 @@ func TestRoleTransitions(t *testing.T) {
 		t.Fatalf("decommission a read replica: %v", err)
 	}
 	r, changed, err = r.SetRole(4, Voter, 3)
-	if m, _ := r.Member(4); err != nil || !changed || m.ReadReplica() || m.Role != "" || r.CountVoters() != 4 {
+	if m, _ := r.Member(4); err != nil || !changed || m.ReadReplica() || m.Role != "" || !m.DropLearners || r.CountVoters() != 4 {
 		t.Fatalf("back to voter: %+v %v %v", m, changed, err)
+	}
+	// A read replica again keeps its learners; the mark goes.
+	if again, _, err := r.SetRole(4, ReadReplica, 3); err != nil {
+		t.Fatal(err)
+	} else if m, _ := again.Member(4); !m.ReadReplica() || m.DropLearners {
+		t.Fatalf("read replica again: %+v", m)
+	}
+	r, changed, err = r.LearnersDropped(4)
+	if m, _ := r.Member(4); err != nil || !changed || m.DropLearners {
+		t.Fatalf("learners dropped: %+v %v %v", m, changed, err)
+	}
+	if _, changed, err := r.LearnersDropped(4); err != nil || changed {
+		t.Fatalf("learners dropped twice: %v %v", changed, err)
 	}
 	if _, _, err := r.SetRole(9, Voter, 3); !errors.Is(err, ErrUnknownNode) {
 		t.Fatalf("unknown node: %v", err)

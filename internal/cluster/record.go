@@ -73,6 +73,10 @@ type Member struct {
 	State    State  `json:"state"`
 	// Role: "" or voter (the default), or read-replica (role.go).
 	Role Role `json:"role,omitempty"`
+	// DropLearners: a read replica turned voter whose learners the
+	// balancer removes before it places voters on it (role.go); cleared
+	// once the node holds no learner.
+	DropLearners bool `json:"drop_learners,omitempty"`
 }
 
 // Settings are the cluster-wide balancing settings changed at run time

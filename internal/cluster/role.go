@@ -72,7 +72,10 @@ func (r Record) JoinAs(id uint64, httpAddr, peerAddr string, role Role) (Record,
 
 // SetRole returns the record with member id in the given role. Turning a
 // voter into a read replica needs rf other active voters left (ErrTooFewNodes)
-// so its voting replicas can move away.
+// so its voting replicas can move away. A read replica turned voter is
+// marked DropLearners: the balancer removes its learners, then places
+// voters on it (planner_replica.go); turned read replica again, its
+// learners are wanted and the mark goes.
 func (r Record) SetRole(id uint64, role Role, rf int) (Record, bool, error) {
 	role, err := ParseRole(string(role))
 	if err != nil {
@@ -93,6 +96,7 @@ func (r Record) SetRole(id uint64, role Role, rf int) (Record, bool, error) {
 	out := r.Clone()
 	out.set(id, func(m *Member) {
 		m.Role = role
+		m.DropLearners = role == Voter
 		if role == Voter {
 			m.Role = "" // the default, as records without roles have it
 		}
@@ -100,11 +104,31 @@ func (r Record) SetRole(id uint64, role Role, rf int) (Record, bool, error) {
 	return out, true, nil
 }
 
-// readReplicas is the set of the record's read replicas.
-func readReplicas(r Record) map[uint64]bool {
+// LearnersDropped returns the record with member id's DropLearners mark
+// cleared (the balancer, once the node holds no learner); changed false
+// when it has none.
+func (r Record) LearnersDropped(id uint64) (Record, bool, error) {
+	m, ok := r.Member(id)
+	if !ok {
+		return r, false, fmt.Errorf("%w: %d", ErrUnknownNode, id)
+	}
+	if !m.DropLearners {
+		return r, false, nil
+	}
+	out := r.Clone()
+	out.set(id, func(m *Member) { m.DropLearners = false })
+	return out, true, nil
+}
+
+// stayingLearners is the set of the record's nodes whose learners are no
+// move's destination: the read replicas, and the read replicas turned
+// voters whose learners the balancer removes (DropLearners). A taking-over
+// balancer takes theirs for no predecessor's move, so it removes the
+// latter at once rather than after touchGrace.
+func stayingLearners(r Record) map[uint64]bool {
 	out := map[uint64]bool{}
 	for _, m := range r.Members {
-		if m.ReadReplica() {
+		if m.ReadReplica() || m.DropLearners {
 			out[m.ID] = true
 		}
 	}

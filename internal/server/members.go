@@ -171,7 +171,6 @@ func (b apiBackend) MoveReplica(ctx context.Context, shardID, from, to uint64) (
 type membership struct {
 	mgr *cluster.Manager
 	bal *cluster.Balancer
-	s   *Server // SetRole's learner removal (role.go)
 }
 
 func (m membership) Nodes(ctx context.Context) (cluster.Record, uint64, error) {
@@ -335,7 +334,7 @@ func recordOfNodes(n client.Nodes) cluster.Record {
 		Settings: cluster.Settings{TransferLimit: n.Settings.TransferLimit, SnapshotRate: n.Settings.SnapshotRate, Rebalance: n.Settings.Rebalance}}
 	for _, cm := range n.Members {
 		out.Members = append(out.Members, cluster.Member{ID: cm.ID, HTTPAddr: cm.HTTPAddr, PeerAddr: cm.PeerAddr,
-			State: cluster.State(cm.State), Role: cluster.Role(cm.Role)})
+			State: cluster.State(cm.State), Role: cluster.Role(cm.Role), DropLearners: cm.DropLearners})
 	}
 	return out
 }

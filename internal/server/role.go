@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/kv"
@@ -44,34 +43,12 @@ func (s *Server) noteRole(rec cluster.Record) {
 	})
 }
 
-// learnerRemoval bounds the removal of a former read replica's learners.
-const learnerRemoval = 10 * time.Minute
-
-// SetRole changes node id's role. A read replica turned voter has its
-// learners removed here, in the background (the balancer then places
-// voters on it as on any new node); a voter turned read replica has its
-// voters moved away and gets learners from the balancer.
+// SetRole changes node id's role. The balancer does the rest: a read
+// replica turned voter has its learners removed, then takes voters as any
+// new node; a voter turned read replica has its voters moved away and
+// gets learners (cluster.Record.SetRole, planner_replica.go).
 func (m membership) SetRole(ctx context.Context, id uint64, role cluster.Role) (cluster.Member, error) {
-	mem, err := m.mgr.SetRole(ctx, id, role)
-	if err != nil || mem.ReadReplica() || m.s == nil {
-		return mem, err
-	}
-	s := m.s
-	s.goBG(func() {
-		ctx, cancel := context.WithTimeout(s.bgCtx, learnerRemoval)
-		defer cancel()
-		for _, d := range s.store.Descriptors() {
-			// Looked at again right before: a learner promoted meanwhile
-			// (a move to the node) is a voter to keep.
-			if now, ok := s.store.Descriptor(d.ID); !ok || !now.IsLearner(id) {
-				continue
-			}
-			if err := s.store.RemoveReplica(ctx, d.ID, id); err != nil {
-				s.log.Warn("set-role voter: removing a learner", "node", id, "shard", d.ID, "err", err)
-			}
-		}
-	})
-	return mem, nil
+	return m.mgr.SetRole(ctx, id, role)
 }
 
 // refuseReadReplica refuses a voter move to a read replica.

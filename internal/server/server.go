@@ -489,7 +489,7 @@ func (s *Server) build() error {
 	acfg := httpapi.Config{
 		MaxKeySize: cfg.MaxKeySize, MaxValueSize: cfg.MaxValueSize, RequestTimeout: cfg.RequestTimeout,
 		MaxInflight: cfg.MaxInflight, Logger: s.log, Registerer: reg, Gatherer: reg,
-		Stopping: s.stopping, Members: membership{s.members, s.balancer, s},
+		Stopping: s.stopping, Members: membership{s.members, s.balancer},
 	}
 	if s.faulty != nil {
 		acfg.Faults = faults{s}

@@ -101,25 +101,29 @@ func TestReadReplicaRoleChanges(t *testing.T) {
 		})
 		return time.Since(start)
 	}
-	// Known defect: set-role voter can leave some of the read replica's
-	// learners on the node while the balancer moves voters onto it (on
-	// an idle machine it ended with 12 voters and 2 learners every time,
-	// and never got rid of the 2). Until it is fixed the round trip runs
-	// only when asked: CAIRN_TEST_ROLE_ROUNDTRIP=1.
-	if os.Getenv("CAIRN_TEST_ROLE_ROUNDTRIP") != "" {
-		if m, err := a.SetRole(ctx, 4, "voter"); err != nil || m.Role != "" {
-			t.Fatalf("set-role 4 voter: %+v %v", m, err)
-		}
-		took := wait("voter", func(v, l, short int) bool { return l == 0 && v >= 11 && short == 0 })
-		t.Logf("set-role voter: node 4 holds its share of voters and no learner after %v", took.Round(time.Second))
-		if m, err := a.SetRole(ctx, 4, "read-replica"); err != nil || m.Role != "read-replica" {
-			t.Fatalf("set-role 4 read-replica: %+v %v", m, err)
-		}
-		took = wait("read replica", func(v, l, short int) bool { return v == 0 && l == 16 && short == 0 })
-		t.Logf("set-role read-replica: node 4 holds 16 learners and no voter after %v", took.Round(time.Second))
-	} else {
-		t.Log("set-role voter and back: not run (known defect, see the comment; CAIRN_TEST_ROLE_ROUNDTRIP=1 runs it)")
+	// set-role voter right after the learners filled: the last learner
+	// adds may still run (they return once caught up) and land after the
+	// role changed; the balancer removes every learner of the node before
+	// it places voters there, so none stays next to its voters.
+	if m, err := a.SetRole(ctx, 4, "voter"); err != nil || m.Role != "" {
+		t.Fatalf("set-role 4 voter: %+v %v", m, err)
 	}
+	took := wait("voter", func(v, l, short int) bool { return l == 0 && v >= 11 && short == 0 })
+	t.Logf("set-role voter: node 4 holds its share of voters and no learner after %v", took.Round(time.Second))
+	if nodes, err := a.Nodes(ctx); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, m := range nodes.Members {
+			if m.ID == 4 && m.DropLearners {
+				t.Fatalf("node 4 holds voters and is still marked to drop its learners: %+v", m)
+			}
+		}
+	}
+	if m, err := a.SetRole(ctx, 4, "read-replica"); err != nil || m.Role != "read-replica" {
+		t.Fatalf("set-role 4 read-replica: %+v %v", m, err)
+	}
+	took = wait("read replica", func(v, l, short int) bool { return v == 0 && l == 16 && short == 0 })
+	t.Logf("set-role read-replica: node 4 holds 16 learners and no voter after %v", took.Round(time.Second))
 	for _, k := range keys {
 		if r := c.do("GET", n4.url()+"/v1/kv/"+escapeAll(k)+"?consistency=serializable", nil); r.code != 200 || r.body != "v-"+k {
 			t.Fatalf("serializable GET %s through node 4: %s", k, r)
@@ -128,7 +132,7 @@ func TestReadReplicaRoleChanges(t *testing.T) {
 	if _, err := a.Decommission(ctx, 4); err != nil {
 		t.Fatalf("decommission 4: %v", err)
 	}
-	took := wait("decommissioned", func(v, l, short int) bool { return v == 0 && l == 0 && short == 0 })
+	took = wait("decommissioned", func(v, l, short int) bool { return v == 0 && l == 0 && short == 0 })
 	select {
 	case <-n4.proc.Done():
 	case <-time.After(time.Minute):
