@@ -294,6 +294,20 @@ func leaderOf(c *tcluster, shardID uint64) uint64 {
 	return 0
 }
 
+// awaitLeader waits until a replica of the shard leads it and returns its
+// node.
+func awaitLeader(t *testing.T, c *tcluster, shardID uint64) uint64 {
+	t.Helper()
+	var leader uint64
+	eventually(t, 5*time.Second, func() error {
+		if leader = leaderOf(c, shardID); leader == 0 {
+			return errors.New("no leader")
+		}
+		return nil
+	})
+	return leader
+}
+
 func TestElectionAfterLeaderIsolated(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{})
 	k := []byte("k")
@@ -446,13 +460,7 @@ func (l *lossyTransport) Request(ctx context.Context, to uint64, req *wire.Reque
 // table (created) instead of failing its own condition.
 func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{})
-	var leader uint64
-	eventually(t, 5*time.Second, func() error {
-		if leader = leaderOf(c, 1); leader == 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := awaitLeader(t, c, 1)
 	follower := leader%3 + 1
 	lossy := &lossyTransport{Transport: c.net.Join(99, &adapter{st: c.nodes[follower].st}, nil)}
 	coord := mustCoordinator(t, kv.Config{NodeID: 99, Replication: 3, Map: c.m, Store: c.nodes[follower].st,
@@ -482,13 +490,7 @@ func TestLostAnswerRetryIsNotReevaluated(t *testing.T) {
 // and force an election).
 func TestCheckQuorumAndPreVote(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{}) // ticks of 10 ms: election timeout 100–200 ms
-	var leader uint64
-	eventually(t, 5*time.Second, func() error {
-		if leader = leaderOf(c, 1); leader == 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := awaitLeader(t, c, 1)
 	c.net.Isolate(leader, true)
 	eventually(t, 5*time.Second, func() error {
 		if c.nodes[leader].st.Replica(1).IsLeader() {
@@ -529,13 +531,7 @@ func TestCheckQuorumAndPreVote(t *testing.T) {
 // request path) and still applies once.
 func TestFollowerWriteThroughRaft(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{})
-	var leader uint64
-	eventually(t, 5*time.Second, func() error {
-		if leader = leaderOf(c, 1); leader == 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := awaitLeader(t, c, 1)
 	follower := leader%3 + 1
 	eventually(t, 5*time.Second, func() error {
 		if l := c.nodes[follower].st.Replica(1).Leader(); l != leader {

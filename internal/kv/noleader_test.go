@@ -26,13 +26,7 @@ func TestCutOffNodeAnswersNoLeader(t *testing.T) {
 	if _, _, err := c.nodes[1].coord.Put(ctx5(t), k, []byte("v1"), kv.WriteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var leader uint64
-	eventually(t, 5*time.Second, func() error {
-		if leader = leaderOf(c, 1); leader == 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := awaitLeader(t, c, 1)
 	follower := leader%3 + 1
 
 	for _, cut := range []struct {
@@ -99,13 +93,7 @@ func (hangingTransport) Request(ctx context.Context, _ uint64, _ *wire.Request) 
 // no leader then, not when the attempt's bound (2 s) passes.
 func TestRemoteAttemptEndsWhenLeaderLost(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{}) // ticks of 10 ms: election timeout 100–200 ms
-	var leader uint64
-	eventually(t, 5*time.Second, func() error {
-		if leader = leaderOf(c, 1); leader == 0 {
-			return errors.New("no leader")
-		}
-		return nil
-	})
+	leader := awaitLeader(t, c, 1)
 	follower := leader%3 + 1
 	eventually(t, 5*time.Second, func() error {
 		if l := c.nodes[follower].st.Replica(1).Leader(); l != leader {
