@@ -118,8 +118,7 @@ func (r *Replica) drainLocked() {
 	lead := r.leader.Load()
 	if lead == 0 && ticks > 0 && r.mu.hadLeader {
 		r.mu.leaderless += ticks
-		if r.mu.leaderless >= r.cfg.ElectionTick && !r.leaderLost.Load() {
-			r.leaderLost.Store(true)
+		if r.mu.leaderless >= r.cfg.ElectionTick && !r.LeaderLost() {
 			close(*r.lostCh.Load())
 		}
 	}
@@ -277,10 +276,9 @@ func (r *Replica) publishLocked() {
 	if st.Lead != 0 && (r.mu.leaderless != 0 || !r.mu.hadLeader) {
 		r.mu.hadLeader = true
 		r.mu.leaderless = 0
-		if r.leaderLost.Load() {
+		if r.LeaderLost() {
 			ch := make(chan struct{})
 			r.lostCh.Store(&ch)
-			r.leaderLost.Store(false)
 		}
 	}
 	if st.Lead != r.mu.seenLead || st.Term != r.mu.seenTerm {

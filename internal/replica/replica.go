@@ -193,11 +193,11 @@ type Replica struct {
 	// stampAsked: StampClock asked for a stamp-only entry.
 	stampAsked atomic.Bool
 	stopped    atomic.Bool
-	// leaderLost: the replica has known no leader for an election
-	// timeout (LeaderLost); lostCh is closed when it becomes true, and
-	// replaced when the replica finds a leader again (LeaderLostCh).
-	leaderLost atomic.Bool
-	lostCh     atomic.Pointer[chan struct{}]
+	// lostCh is closed once the replica has known no leader for an
+	// election timeout (LeaderLost), and replaced by an open one when it
+	// finds a leader again (LeaderLostCh). Only the replica's round, under
+	// mu, closes or replaces it.
+	lostCh atomic.Pointer[chan struct{}]
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
 	// this node from the shard.
@@ -380,7 +380,14 @@ func (r *Replica) IsLeader() bool { return r.leader.Load() == r.cfg.NodeID }
 // has known no leader since it opened (a node starting, a cluster
 // forming): it may not have heard from its peers yet. Safe for concurrent
 // use.
-func (r *Replica) LeaderLost() bool { return r.leaderLost.Load() }
+func (r *Replica) LeaderLost() bool {
+	select {
+	case <-*r.lostCh.Load():
+		return true
+	default:
+		return false
+	}
+}
 
 // LeaderLostCh returns a channel closed once LeaderLost is true (already
 // closed if it is), so that a caller can end a wait when it becomes so.
