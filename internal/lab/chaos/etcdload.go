@@ -171,6 +171,9 @@ func runEtcdRegisters(ctx context.Context, rec *recorder, cl EtcdKV, id int, key
 			}
 			rec.add(rd)
 			rec.record("read", start, ret, gerr)
+			if gerr != nil {
+				pauseAfterError(ctx)
+			}
 			if gerr != nil || !found {
 				continue
 			}
@@ -197,6 +200,27 @@ func runEtcdRegisters(ctx context.Context, rec *recorder, cl EtcdKV, id int, key
 		}
 		rec.add(op)
 		rec.record(string(op.Kind), start, end, err)
+		if err != nil {
+			pauseAfterError(ctx)
+		}
+	}
+}
+
+// etcdErrorPause is how long an etcd register client waits after a call
+// that failed before its next one, as an application would. clientv3
+// retries a Range on another member itself but hands a failed Put or Txn
+// back at once: a node cut off from its shard's leader answers "no
+// leader" within a millisecond, and clients that called again at once
+// filled a partition's six seconds with thousands of writes of unknown
+// outcome, which the linearizability check (each may take effect at any
+// later time) could not get through within its two minutes.
+const etcdErrorPause = 100 * time.Millisecond
+
+// pauseAfterError waits etcdErrorPause, or until ctx ends.
+func pauseAfterError(ctx context.Context) {
+	select {
+	case <-time.After(etcdErrorPause):
+	case <-ctx.Done():
 	}
 }
 
