@@ -84,3 +84,48 @@ func TestDiverged(t *testing.T) {
 		t.Fatalf("diverged shard 2 not reported: %v", d)
 	}
 }
+
+// A failed compare-and-set can need an unknown write nobody read: without
+// it the value matched. The pruned history is then not linearizable, and
+// the whole one must still be found so.
+func TestFailedCASNeedsUnobservedUnknownWrite(t *testing.T) {
+	h := []Op{
+		op(1, Write, "x", "a", 0, 10, OK),
+		op(2, Write, "x", "b", 20, 25, Unknown), // never read
+		{Client: 3, Kind: CAS, Key: "x", Expected: "a", Value: "c", Call: 30, Return: 40, Outcome: Fail},
+	}
+	if p := withoutUnobservedUnknowns(h); len(p) != 2 {
+		t.Fatalf("pruned to %d ops, want the unknown write dropped", len(p))
+	}
+	ok, unknown, err := Linearizable(h, 10*time.Second, "")
+	if !ok || unknown || err != nil {
+		t.Fatalf("ok=%v unknown=%v err=%v", ok, unknown, err)
+	}
+}
+
+// Pruning keeps every unknown write a read or a compare-and-set observed,
+// and a violation among the rest is still found.
+func TestPruningKeepsObservedWritesAndViolations(t *testing.T) {
+	h := []Op{
+		op(1, Write, "x", "a", 0, 10, OK),
+		op(2, Write, "x", "u1", 12, 15, Unknown), // read below: kept
+		op(3, Write, "x", "u2", 12, 15, Unknown), // expected by an unknown CAS: kept
+		op(4, Write, "x", "u3", 12, 15, Unknown), // unseen: dropped
+		{Client: 5, Kind: CAS, Key: "x", Expected: "u2", Value: "v", Call: 16, Return: 17, Outcome: Unknown},
+		op(6, Read, "x", "u1", 20, 30, OK),
+		op(1, Write, "x", "b", 40, 50, OK),
+		op(6, Read, "x", "a", 60, 70, OK), // stale: b was acknowledged first
+	}
+	p := withoutUnobservedUnknowns(h)
+	if len(p) != len(h)-2 { // u3, and the unknown CAS (its value v is unseen)
+		t.Fatalf("pruned to %d ops, want %d: %+v", len(p), len(h)-2, p)
+	}
+	for _, o := range p {
+		if o.Value == "u3" || o.Value == "v" {
+			t.Fatalf("kept unseen %q", o.Value)
+		}
+	}
+	if ok, unknown, _ := Linearizable(h, 10*time.Second, ""); ok || unknown {
+		t.Fatalf("stale read accepted: ok=%v unknown=%v", ok, unknown)
+	}
+}
