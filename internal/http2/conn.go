@@ -440,12 +440,15 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 		c.resetStream(id, http2.ErrCodeRefusedStream)
 		return nil
 	}
-	req, err := c.request(f)
+	st := &stream{id: id, recv: streamWindow}
+	st.ctx, st.cancel = context.WithCancel(c.ctx)
+	req, err := c.request(st.ctx, f)
 	if err != nil {
+		st.cancel()
 		c.resetStream(id, http2.ErrCodeProtocol)
 		return nil
 	}
-	st := &stream{id: id, req: req, recv: streamWindow}
+	st.req = req
 	c.mu.Lock()
 	st.sendWin = c.mu.initialWindow
 	c.mu.Unlock()
@@ -457,7 +460,7 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 }
 
 // request builds a stream's request from its header fields.
-func (c *conn) request(f *http2.MetaHeadersFrame) (*http.Request, error) {
+func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Request, error) {
 	var method, path, authority, scheme string
 	header := make(http.Header, len(f.Fields))
 	for _, hf := range f.Fields {
@@ -502,7 +505,7 @@ func (c *conn) request(f *http2.MetaHeadersFrame) (*http.Request, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := noRequest.WithContext(c.ctx)
+	req := noRequest.WithContext(ctx)
 	req.Method = method
 	req.URL = u
 	req.RequestURI = path
@@ -588,7 +591,7 @@ func (c *conn) endStream(st *stream) {
 	delete(c.mu.streamUpdates, st.id)
 	c.mu.Unlock()
 	if st.refused {
-		c.s.giveBody(st.held)
+		st.drop(c)
 		return
 	}
 	req := st.req
@@ -599,9 +602,6 @@ func (c *conn) endStream(st *stream) {
 		req.Body = http.NoBody
 		req.ContentLength = 0
 	}
-	st.ctx, st.cancel = context.WithCancel(c.ctx)
-	req = req.WithContext(st.ctx)
-	st.req = req
 	c.mu.Lock()
 	c.mu.running++
 	c.mu.active[st.id] = st

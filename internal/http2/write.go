@@ -53,6 +53,10 @@ func (c *conn) writeLoop() {
 	deadline := func() { _ = c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout())) }
 	deadline()
 	if fr.WriteSettings(
+		// No dynamic header table for the client's requests: their paths
+		// (keys) differ each time, so indexing them costs both sides a
+		// table insert and eviction per request for nothing.
+		http2.Setting{ID: http2.SettingHeaderTableSize, Val: 0},
 		http2.Setting{ID: http2.SettingMaxConcurrentStreams, Val: c.s.maxStreams()},
 		http2.Setting{ID: http2.SettingInitialWindowSize, Val: streamWindow},
 		http2.Setting{ID: http2.SettingMaxHeaderListSize, Val: uint32(c.s.maxHeader())},

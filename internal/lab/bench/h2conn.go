@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"net"
 	"net/http"
+	"runtime"
 	"sync"
 	"time"
 
@@ -16,7 +17,7 @@ import (
 // connection whose writes are coalesced (coalescingConn), with at most
 // the server's announced streams in flight.
 func newH2Transport(tlsCfg *tls.Config) http.RoundTripper {
-	tr := &http2.Transport{StrictMaxConcurrentStreams: true, ReadIdleTimeout: 30 * time.Second}
+	tr := &http2.Transport{StrictMaxConcurrentStreams: true, ReadIdleTimeout: 30 * time.Second, DisableCompression: true}
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	if tlsCfg == nil {
 		tr.AllowHTTP = true
@@ -86,6 +87,12 @@ func (c *coalescingConn) writeLoop() {
 		if len(c.buf) == 0 {
 			c.mu.Unlock()
 			return
+		}
+		if len(c.buf) < 16<<10 {
+			// Let the other requests being written now join this write.
+			c.mu.Unlock()
+			runtime.Gosched()
+			c.mu.Lock()
 		}
 		out, c.buf = c.buf, out[:0]
 		c.mu.Unlock()
