@@ -701,6 +701,8 @@ type responseWriter struct {
 	status int
 	body   []byte
 	head   bool
+	// sniff: the start of a HEAD answer's body (never sent).
+	sniff []byte
 	// sent: the HEADERS went out (a part was written).
 	sent bool
 	err  error
@@ -722,6 +724,10 @@ func (w *responseWriter) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	if w.head || bodyless(w.status) {
+		if w.head && len(w.sniff) < 512 {
+			// The Content-Type is still sniffed, as net/http does.
+			w.sniff = append(w.sniff, p[:min(len(p), 512-len(w.sniff))]...)
+		}
 		return len(p), nil
 	}
 	w.body = append(w.body, p...)
@@ -780,8 +786,8 @@ func (w *responseWriter) finalHeader(whole bool) http.Header {
 	case whole && !w.head:
 		h["Content-Length"] = []string{strconv.Itoa(len(w.body))}
 	}
-	if _, ok := h["Content-Type"]; !ok && len(w.body) > 0 {
-		h["Content-Type"] = []string{http.DetectContentType(w.body)}
+	if _, ok := h["Content-Type"]; !ok && len(w.body)+len(w.sniff) > 0 && !bodyless(w.status) {
+		h["Content-Type"] = []string{http.DetectContentType(append(w.sniff, w.body...))}
 	}
 	return h
 }
