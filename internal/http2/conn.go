@@ -31,6 +31,9 @@ const (
 	defaultWindow = 65535
 	// partBytes: an answer longer goes out in parts.
 	partBytes = 64 << 10
+	// maxCtrl bounds the control frames (acks, resets) waiting for the
+	// writer: beyond it the client is not reading and the connection ends.
+	maxCtrl = 4096
 )
 
 // conn is one HTTP/2 connection: the reader (serve) parses frames and
@@ -207,12 +210,16 @@ func (c *conn) readLoop() error {
 	fr.MaxHeaderListSize = uint32(c.s.maxHeader())
 	for {
 		c.mu.Lock()
-		stopping := c.mu.goAway
+		stopping, running, ctrl := c.mu.goAway, c.mu.running, len(c.mu.ctrl)
 		c.mu.Unlock()
 		if stopping {
 			return c.drainForGoAway(fr)
 		}
-		if len(c.streams) == 0 {
+		if ctrl > maxCtrl {
+			// A client that sends pings or settings and reads nothing.
+			return connErr(http2.ErrCodeEnhanceYourCalm)
+		}
+		if len(c.streams) == 0 && running == 0 {
 			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
 		} else {
 			_ = c.nc.SetReadDeadline(time.Time{})
@@ -368,6 +375,10 @@ func (c *conn) settings(f *http2.SettingsFrame) error {
 			c.mu.initialWindow = int64(s.Val)
 			c.adjustWindows(delta)
 		case http2.SettingMaxFrameSize:
+			if s.Val < 16<<10 || s.Val > 1<<24-1 {
+				err = connErr(http2.ErrCodeProtocol)
+				return nil
+			}
 			c.mu.maxFrame = s.Val
 		}
 		return nil

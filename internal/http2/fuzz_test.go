@@ -147,4 +147,3 @@ func FuzzFrames(f *testing.F) {
 		_ = s.Shutdown(ctx)
 	})
 }
-
