@@ -512,8 +512,12 @@ func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Re
 		authority = header.Get("Host")
 	}
 	delete(header, "Host")
-	u, err := url.ParseRequestURI(path)
-	if err != nil {
+	var u *url.URL
+	var err error
+	if plainPath(path) {
+		// What url.ParseRequestURI makes of it, without the parsing.
+		u = &url.URL{Path: path}
+	} else if u, err = url.ParseRequestURI(path); err != nil {
 		return nil, err
 	}
 	req := noRequest.WithContext(ctx)
@@ -535,6 +539,20 @@ func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Re
 }
 
 var noRequest http.Request
+
+// plainPath reports whether a request target is an absolute path of RFC
+// 3986's unreserved characters and slashes only (no query, no escapes).
+func plainPath(t string) bool {
+	if t == "" || t[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c != '/' && !http1.Unreserved(c) {
+			return false
+		}
+	}
+	return true
+}
 
 // data adds a DATA frame's payload to its stream's body.
 func (c *conn) data(f *http2.DataFrame) error {

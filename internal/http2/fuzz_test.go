@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"sort"
 	"strings"
 	"testing"
@@ -145,5 +146,25 @@ func FuzzFrames(f *testing.F) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_ = s.Shutdown(ctx)
+	})
+}
+
+// FuzzPlainPath: the fast path gives the URL url.ParseRequestURI gives.
+func FuzzPlainPath(f *testing.F) {
+	for _, s := range []string{"/v1/kv/a", "/a/../b", "/a%2Fb", "/x?y", "//h/p", "/~._-", "*"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if !plainPath(p) {
+			return
+		}
+		u, err := url.ParseRequestURI(p)
+		if err != nil {
+			t.Fatalf("%q: fast path accepts what ParseRequestURI refuses: %v", p, err)
+		}
+		fast := url.URL{Path: p}
+		if *u != fast {
+			t.Fatalf("%q: ParseRequestURI %#v, fast path %#v", p, *u, fast)
+		}
 	})
 }
