@@ -9,11 +9,11 @@
 // (bounded per connection by Server.MaxPipeline), and writes the answers in
 // request order, batching the ones that are ready into one write. A client
 // that sends one request at a time (curl, wrk) sees an ordinary HTTP/1.1
-// server. Connections that open with the HTTP/2 preface are handed to an
-// http.Server that speaks HTTP/2 without TLS (prior knowledge), so one port
-// serves both. With Server.TLSConfig the port speaks TLS only (tls.go):
-// ALPN chooses h2 (handed to the same http.Server) or http/1.1 (served
-// here), and DialTLS is the client's side of it.
+// server. Connections that open with the HTTP/2 preface are handed to
+// Server.H2 (Cairn's internal/http2, or an http.Server that speaks HTTP/2
+// without TLS), so one port serves both. With Server.TLSConfig the port
+// speaks TLS only (tls.go): ALPN chooses h2 (handed to the same H2
+// server) or http/1.1 (served here), and DialTLS is the client's side of it.
 //
 // Conn is the matching client: one TCP connection on which many goroutines
 // issue requests at once; they are written back to back and their answers

@@ -206,6 +206,10 @@ type Body struct {
 	b []byte
 }
 
+// NewBody is a Body holding b (for other servers handing whole bodies to
+// the same handlers).
+func NewBody(b []byte) *Body { return newBody(b) }
+
 func newBody(b []byte) *Body {
 	body := &Body{b: b}
 	body.Reset(b)

@@ -19,7 +19,7 @@ type Server struct {
 	Handler http.Handler
 	// H2, if set, serves connections that open with the HTTP/2 preface
 	// (it should enable only unencrypted HTTP/2); nil closes them.
-	H2 *http.Server
+	H2 H2Server
 	// MaxPipeline bounds the requests of one connection read but not yet
 	// answered; the server stops reading the connection at the bound.
 	// Default 128.
@@ -94,6 +94,13 @@ type Server struct {
 	wg       sync.WaitGroup
 	// work hands requests to idle handler goroutines.
 	work chan func()
+}
+
+// H2Server serves the HTTP/2 connections a Server hands over: an
+// *http.Server, or internal/http2's lean server.
+type H2Server interface {
+	Serve(l net.Listener) error
+	Shutdown(ctx context.Context) error
 }
 
 func (s *Server) maxPipeline() int {

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"sort"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/faultclock"
 	"github.com/cairn-db/cairn/internal/http1"
+	"github.com/cairn-db/cairn/internal/http2"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/security"
@@ -515,17 +515,14 @@ func (s *Server) build() error {
 	// for curl, wrk-style and pipelining clients, and HTTP/2 without TLS
 	// (prior knowledge, "h2c") on the same port for clients that multiplex
 	// many requests over few connections, as etcd's gRPC clients do.
-	protos := new(http.Protocols)
-	protos.SetUnencryptedHTTP2(true)
-	if clientTLS != nil {
-		// With TLS the port is TLS only; ALPN's h2 goes to the same server.
-		protos.SetHTTP2(true)
-	}
+	// Both are Cairn's lean servers: HTTP/2 streams are answered from
+	// buffered answers, several per write (internal/http2). With TLS the
+	// port is TLS only; ALPN's h2 goes to the same HTTP/2 server.
 	s.http = &http1.Server{
 		TLSConfig: clientTLS,
 		Handler:   api,
-		H2: &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-			Protocols: protos, HTTP2: &http.HTTP2Config{MaxConcurrentStreams: h2Streams}},
+		H2: &http2.Server{Handler: api, MaxConcurrentStreams: h2Streams, MaxBodyBytes: int64(acfg.MaxValueSize),
+			IdleTimeout: 2 * time.Minute, Logger: s.log},
 		MaxPipeline:       h1Pipeline,
 		MaxConns:          cfg.MaxConns,
 		MaxBodyBytes:      int64(acfg.MaxValueSize),

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -80,7 +79,7 @@ type link struct {
 	depth int
 	mu    sync.Mutex
 	h1    *http1.Conn
-	h2    *http.Client
+	h2    http.RoundTripper
 }
 
 func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
@@ -114,18 +113,7 @@ func newHTTPDriver(c DriverConfig) (*httpDriver, error) {
 			l.tls = tlsCfg
 		}
 		if c.HTTP2 {
-			tr := &http.Transport{
-				DialContext:     (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-				MaxConnsPerHost: 1, MaxIdleConnsPerHost: 1, IdleConnTimeout: 90 * time.Second,
-				Protocols: new(http.Protocols), HTTP2: &http.HTTP2Config{StrictMaxConcurrentRequests: true},
-			}
-			if l.tls != nil {
-				tr.TLSClientConfig = l.tls.Clone()
-				tr.Protocols.SetHTTP2(true)
-			} else {
-				tr.Protocols.SetUnencryptedHTTP2(true)
-			}
-			l.h2 = &http.Client{Transport: tr, Timeout: c.Timeout}
+			l.h2 = newH2Transport(l.tls)
 		}
 		d.links = append(d.links, l)
 		d.byNode[j] = append(d.byNode[j], l)
@@ -168,7 +156,7 @@ func (d *httpDriver) doH(ctx context.Context, conn int, key []byte, method, path
 		for _, h := range hdr {
 			req.Header.Set(h[0], h[1])
 		}
-		resp, err := l.h2.Do(req)
+		resp, err := l.h2.RoundTrip(req)
 		if err != nil {
 			return err
 		}
@@ -233,8 +221,8 @@ func (l *link) close() {
 	if l.h1 != nil {
 		l.h1.Close()
 	}
-	if l.h2 != nil {
-		l.h2.CloseIdleConnections()
+	if c, ok := l.h2.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
 	}
 }
 

@@ -1,0 +1,873 @@
+package http2
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/http1"
+	"golang.org/x/net/http2"
+	"golang.org/x/net/http2/hpack"
+)
+
+const (
+	preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+	// streamWindow is the receive window announced per stream, connWindow
+	// the connection's (kept topped up as data arrives).
+	streamWindow = 1 << 20
+	connWindow   = 16 << 20
+	// defaultWindow is the initial window of RFC 9113 §6.9.2.
+	defaultWindow = 65535
+	// partBytes: an answer longer goes out in parts.
+	partBytes = 64 << 10
+	// maxCtrl bounds the control frames (acks, resets) waiting for the
+	// writer: beyond it the client is not reading and the connection ends.
+	maxCtrl = 4096
+)
+
+// conn is one HTTP/2 connection: the reader (serve) parses frames and
+// starts handlers; the writer (writeLoop) writes frames and answers.
+type conn struct {
+	s      *Server
+	nc     net.Conn
+	tls    *tls.ConnectionState
+	remote string
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	// Reader-owned.
+	streams  map[uint32]*stream
+	lastID   uint32
+	recvConn int64 // connection receive window left
+
+	// mu guards the writer's queue and the send windows.
+	mu struct {
+		sync.Mutex
+		queue []*part
+		// ctrl: control frames to send (settings acks, pings, resets).
+		ctrl []func(*http2.Framer) error
+		// connUpdate: connection window to give back; streamUpdates:
+		// stream windows to give back.
+		connUpdate    uint32
+		streamUpdates map[uint32]uint32
+		sendConn      int64
+		initialWindow int64
+		maxFrame      uint32
+		// dead: the writer stopped (the connection failed).
+		dead bool
+		// goAway: a GOAWAY is due; goneAway: it was sent.
+		goAway, goneAway bool
+		// running: handlers running or answers not fully written.
+		running int
+		// active: the streams being answered, by id.
+		active map[uint32]*stream
+		// lastID: the highest stream id the reader took.
+		lastID uint32
+		// readDone: the reader stopped reading.
+		readDone bool
+	}
+	wake       chan struct{}
+	writerDone chan struct{}
+}
+
+// stream is one request: received by the reader, answered by a handler.
+type stream struct {
+	id     uint32
+	req    *http.Request
+	body   []byte
+	held   int64 // body budget held
+	recv   int64 // stream receive window left
+	ctx    context.Context
+	cancel context.CancelFunc
+	// refused: the stream was answered without its handler; later DATA
+	// is dropped.
+	refused bool
+	// Guarded by conn.mu.
+	sendWin int64
+	reset   bool
+}
+
+// part is a piece of an answer for the writer.
+type part struct {
+	st     *stream
+	status int         // > 0: HEADERS first
+	header http.Header // with status
+	data   []byte
+	end    bool
+	// rst: reset the stream with this code instead (after what was sent).
+	rst http2.ErrCode
+	// done, if set, is closed once the part is written or dropped.
+	done chan struct{}
+	// err is set before done closes when the part was dropped.
+	err error
+	// headSent: the HEADERS went out; the data is partly written.
+	headSent bool
+}
+
+func newConn(s *Server, nc net.Conn) *conn {
+	c := &conn{s: s, nc: nc, streams: map[uint32]*stream{}, recvConn: connWindow,
+		wake: make(chan struct{}, 1), writerDone: make(chan struct{})}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.mu.streamUpdates = map[uint32]uint32{}
+	c.mu.active = map[uint32]*stream{}
+	c.mu.sendConn = defaultWindow
+	c.mu.initialWindow = defaultWindow
+	c.mu.maxFrame = 16 << 10
+	if tc, ok := nc.(*tls.Conn); ok {
+		st := tc.ConnectionState()
+		c.tls = &st
+	}
+	c.remote = nc.RemoteAddr().String()
+	return c
+}
+
+func (c *conn) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// goAway asks the writer to send GOAWAY; the reader stops taking streams.
+func (c *conn) goAway() {
+	c.mu.Lock()
+	c.mu.goAway = true
+	c.mu.Unlock()
+	_ = c.nc.SetReadDeadline(time.Now())
+	c.signal()
+}
+
+// kill closes the connection at once.
+func (c *conn) kill() {
+	c.cancel()
+	c.nc.Close()
+}
+
+func (c *conn) serve() {
+	defer c.s.wg.Done()
+	defer func() {
+		c.s.mu.Lock()
+		delete(c.s.mu.conns, c)
+		c.s.mu.Unlock()
+	}()
+	defer c.cancel()
+	go c.writeLoop()
+	err := c.readLoop()
+	c.s.logf("http2: connection read ended", "remote", c.remote, "err", err)
+	var ce http2.ConnectionError
+	c.mu.Lock()
+	c.mu.readDone = true
+	if errors.As(err, &ce) {
+		code := http2.ErrCode(ce)
+		c.mu.ctrl = append(c.mu.ctrl, func(fr *http2.Framer) error {
+			return fr.WriteGoAway(c.lastID, code, nil)
+		})
+		c.mu.goneAway = true
+	} else if !errors.Is(err, io.EOF) && !c.mu.goAway {
+		// A broken connection: its requests are abandoned.
+		c.cancel()
+	}
+	c.mu.Unlock()
+	c.signal()
+	<-c.writerDone
+	c.nc.Close()
+	for _, st := range c.streams {
+		st.drop(c)
+	}
+}
+
+// drop releases a stream the reader still holds (its handler never ran).
+func (st *stream) drop(c *conn) {
+	c.s.giveBody(st.held)
+	st.held = 0
+	if st.cancel != nil {
+		st.cancel()
+	}
+}
+
+// readLoop reads frames until the connection ends; an error that is a
+// ConnectionError is answered with a GOAWAY.
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 16<<10)
+	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var pre [len(preface)]byte
+	if _, err := io.ReadFull(br, pre[:]); err != nil || string(pre[:]) != preface {
+		return errors.New("http2: no connection preface")
+	}
+	fr := http2.NewFramer(nil, br)
+	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
+	fr.MaxHeaderListSize = uint32(c.s.maxHeader())
+	for {
+		c.mu.Lock()
+		stopping, running, ctrl := c.mu.goAway, c.mu.running, len(c.mu.ctrl)
+		c.mu.Unlock()
+		if stopping {
+			return c.drainForGoAway(fr)
+		}
+		if ctrl > maxCtrl {
+			// A client that sends pings or settings and reads nothing.
+			return connErr(http2.ErrCodeEnhanceYourCalm)
+		}
+		if len(c.streams) == 0 && running == 0 {
+			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
+		} else {
+			_ = c.nc.SetReadDeadline(time.Time{})
+		}
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				c.resetStream(se.StreamID, se.Code)
+				continue
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				c.mu.Lock()
+				idle := !c.mu.goAway
+				c.mu.goAway = true
+				c.mu.Unlock()
+				if idle {
+					c.s.logf("http2: idle connection closed", "remote", c.remote)
+				}
+				continue
+			}
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				return io.EOF
+			}
+			return err
+		}
+		if err := c.frame(f); err != nil {
+			return err
+		}
+	}
+}
+
+// drainForGoAway: after a GOAWAY is due, no new stream starts; the reader
+// keeps reading the frames of the open ones (window updates, bodies)
+// until they are answered.
+func (c *conn) drainForGoAway(fr *http2.Framer) error {
+	c.signal()
+	for {
+		c.mu.Lock()
+		idle := c.mu.running == 0 && len(c.streams) == 0
+		c.mu.Unlock()
+		if idle {
+			return io.EOF
+		}
+		_ = c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		f, err := fr.ReadFrame()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				continue
+			}
+			var se http2.StreamError
+			if errors.As(err, &se) {
+				continue
+			}
+			return err
+		}
+		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID > c.lastID {
+			continue // after the GOAWAY: ignored
+		}
+		if err := c.frame(f); err != nil {
+			return err
+		}
+	}
+}
+
+func (c *conn) ctrl(f func(*http2.Framer) error) {
+	c.mu.Lock()
+	c.mu.ctrl = append(c.mu.ctrl, f)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// resetStream resets stream id and forgets it.
+func (c *conn) resetStream(id uint32, code http2.ErrCode) {
+	if st := c.streams[id]; st != nil {
+		delete(c.streams, id)
+		st.drop(c)
+	}
+	c.ctrl(func(fr *http2.Framer) error { return fr.WriteRSTStream(id, code) })
+}
+
+func connErr(code http2.ErrCode) error { return http2.ConnectionError(code) }
+
+// frame handles one frame.
+func (c *conn) frame(f http2.Frame) error {
+	switch f := f.(type) {
+	case *http2.SettingsFrame:
+		if f.IsAck() {
+			return nil
+		}
+		return c.settings(f)
+	case *http2.MetaHeadersFrame:
+		return c.headers(f)
+	case *http2.DataFrame:
+		return c.data(f)
+	case *http2.WindowUpdateFrame:
+		return c.windowUpdate(f)
+	case *http2.PingFrame:
+		if f.IsAck() {
+			return nil
+		}
+		d := f.Data
+		c.ctrl(func(fr *http2.Framer) error { return fr.WritePing(true, d) })
+	case *http2.RSTStreamFrame:
+		if st := c.streams[f.StreamID]; st != nil {
+			delete(c.streams, f.StreamID)
+			st.drop(c)
+		} else if f.StreamID > c.lastID {
+			return connErr(http2.ErrCodeProtocol) // idle stream
+		}
+		c.mu.Lock()
+		c.markReset(f.StreamID)
+		c.mu.Unlock()
+		c.signal()
+	case *http2.GoAwayFrame:
+		c.mu.Lock()
+		c.mu.goAway = true
+		c.mu.Unlock()
+	case *http2.PriorityFrame:
+	case *http2.PushPromiseFrame:
+		return connErr(http2.ErrCodeProtocol)
+	case *http2.ContinuationFrame:
+		return connErr(http2.ErrCodeProtocol) // the Framer joins them
+	default:
+		// Unknown frame types are ignored (RFC 9113 §4.1).
+	}
+	return nil
+}
+
+// markReset marks the answer of stream id dropped (c.mu held).
+func (c *conn) markReset(id uint32) {
+	if st := c.mu.active[id]; st != nil {
+		st.reset = true
+		if st.cancel != nil {
+			st.cancel()
+		}
+	}
+}
+
+func (c *conn) settings(f *http2.SettingsFrame) error {
+	var err error
+	c.mu.Lock()
+	_ = f.ForeachSetting(func(s http2.Setting) error {
+		switch s.ID {
+		case http2.SettingInitialWindowSize:
+			if s.Val > 1<<31-1 {
+				err = connErr(http2.ErrCodeFlowControl)
+				return nil
+			}
+			delta := int64(s.Val) - c.mu.initialWindow
+			c.mu.initialWindow = int64(s.Val)
+			c.adjustWindows(delta)
+		case http2.SettingMaxFrameSize:
+			if s.Val < 16<<10 || s.Val > 1<<24-1 {
+				err = connErr(http2.ErrCodeProtocol)
+				return nil
+			}
+			c.mu.maxFrame = s.Val
+		}
+		return nil
+	})
+	c.mu.ctrl = append(c.mu.ctrl, func(fr *http2.Framer) error { return fr.WriteSettingsAck() })
+	c.mu.Unlock()
+	c.signal()
+	return err
+}
+
+// adjustWindows moves every open stream's send window by delta (c.mu held).
+func (c *conn) adjustWindows(delta int64) {
+	for _, st := range c.mu.active {
+		st.sendWin += delta
+	}
+	for _, st := range c.streams {
+		if c.mu.active[st.id] != st {
+			st.sendWin += delta
+		}
+	}
+}
+
+func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f.StreamID == 0 {
+		c.mu.sendConn += int64(f.Increment)
+		if c.mu.sendConn > 1<<31-1 {
+			return connErr(http2.ErrCodeFlowControl)
+		}
+	} else {
+		st := c.mu.active[f.StreamID]
+		if st == nil {
+			st = c.streams[f.StreamID]
+		}
+		if st != nil {
+			st.sendWin += int64(f.Increment)
+		}
+	}
+	c.signal()
+	return nil
+}
+
+// headers starts a stream (or ends one with trailers).
+func (c *conn) headers(f *http2.MetaHeadersFrame) error {
+	id := f.StreamID
+	if st := c.streams[id]; st != nil {
+		// Trailers: they must end the stream; they are not passed on.
+		if !f.StreamEnded() {
+			return connErr(http2.ErrCodeProtocol)
+		}
+		c.endStream(st)
+		return nil
+	}
+	if id%2 == 0 || id <= c.lastID {
+		return connErr(http2.ErrCodeProtocol)
+	}
+	c.lastID = id
+	c.mu.Lock()
+	c.mu.lastID = id
+	c.mu.Unlock()
+	if f.Truncated {
+		c.answer(&stream{id: id, refused: true}, http.StatusRequestHeaderFieldsTooLarge, "header fields too large", f.StreamEnded())
+		return nil
+	}
+	c.mu.Lock()
+	open := c.mu.running + len(c.streams)
+	c.mu.Unlock()
+	if open >= int(c.s.maxStreams()) {
+		c.resetStream(id, http2.ErrCodeRefusedStream)
+		return nil
+	}
+	st := &stream{id: id, recv: streamWindow}
+	st.ctx, st.cancel = context.WithCancel(c.ctx)
+	req, err := c.request(st.ctx, f)
+	if err != nil {
+		st.cancel()
+		c.resetStream(id, http2.ErrCodeProtocol)
+		return nil
+	}
+	st.req = req
+	c.mu.Lock()
+	st.sendWin = c.mu.initialWindow
+	c.mu.Unlock()
+	c.streams[id] = st
+	if f.StreamEnded() {
+		c.endStream(st)
+	}
+	return nil
+}
+
+// request builds a stream's request from its header fields.
+func (c *conn) request(ctx context.Context, f *http2.MetaHeadersFrame) (*http.Request, error) {
+	var method, path, authority, scheme string
+	header := make(http.Header, len(f.Fields))
+	for _, hf := range f.Fields {
+		if hf.IsPseudo() {
+			switch hf.Name {
+			case ":method":
+				method = hf.Value
+			case ":path":
+				path = hf.Value
+			case ":authority":
+				authority = hf.Value
+			case ":scheme":
+				scheme = hf.Value
+			default:
+				return nil, fmt.Errorf("pseudo-header %q", hf.Name)
+			}
+			continue
+		}
+		k := http.CanonicalHeaderKey(hf.Name)
+		if k == "Cookie" && len(header[k]) > 0 {
+			header[k][0] += "; " + hf.Value
+			continue
+		}
+		header[k] = append(header[k], hf.Value)
+	}
+	if method == "" || method == http.MethodConnect || path == "" || scheme == "" {
+		return nil, errors.New("missing pseudo-header")
+	}
+	for _, k := range []string{"Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade"} {
+		if _, ok := header[k]; ok {
+			return nil, errors.New("connection-specific header field")
+		}
+	}
+	if te := header["Te"]; len(te) > 0 && (len(te) > 1 || te[0] != "trailers") {
+		return nil, errors.New("te other than trailers")
+	}
+	if authority == "" {
+		authority = header.Get("Host")
+	}
+	delete(header, "Host")
+	var u *url.URL
+	var err error
+	if plainPath(path) {
+		// What url.ParseRequestURI makes of it, without the parsing.
+		u = &url.URL{Path: path}
+	} else if u, err = url.ParseRequestURI(path); err != nil {
+		return nil, err
+	}
+	req := noRequest.WithContext(ctx)
+	req.Method = method
+	req.URL = u
+	req.RequestURI = path
+	req.Proto, req.ProtoMajor, req.ProtoMinor = "HTTP/2.0", 2, 0
+	req.Header = header
+	req.Host = authority
+	req.RemoteAddr = c.remote
+	req.TLS = c.tls
+	req.ContentLength = -1
+	if cl := header["Content-Length"]; len(cl) == 1 {
+		if n, err := strconv.ParseInt(cl[0], 10, 64); err == nil && n >= 0 {
+			req.ContentLength = n
+		}
+	}
+	return req, nil
+}
+
+var noRequest http.Request
+
+// plainPath reports whether a request target is an absolute path of RFC
+// 3986's unreserved characters and slashes only (no query, no escapes).
+func plainPath(t string) bool {
+	if t == "" || t[0] != '/' {
+		return false
+	}
+	for i := 0; i < len(t); i++ {
+		if c := t[i]; c != '/' && !http1.Unreserved(c) {
+			return false
+		}
+	}
+	return true
+}
+
+// data adds a DATA frame's payload to its stream's body.
+func (c *conn) data(f *http2.DataFrame) error {
+	n := int64(f.Length) // with padding: all of it counts
+	if n > c.recvConn {
+		return connErr(http2.ErrCodeFlowControl)
+	}
+	c.recvConn -= n
+	st := c.streams[f.StreamID]
+	if st == nil {
+		if f.StreamID > c.lastID || f.StreamID%2 == 0 {
+			return connErr(http2.ErrCodeProtocol)
+		}
+		c.giveBack(0, n)
+		c.resetStream(f.StreamID, http2.ErrCodeStreamClosed)
+		return nil
+	}
+	if n > st.recv {
+		c.giveBack(0, n)
+		c.resetStream(st.id, http2.ErrCodeFlowControl)
+		return nil
+	}
+	st.recv -= n
+	p := f.Data()
+	switch {
+	case st.refused:
+	case int64(len(st.body)+len(p)) > c.s.maxBody():
+		st.refused = true
+		c.answer(st, http.StatusRequestEntityTooLarge, "request body too large", false)
+	case !c.s.takeBody(int64(len(p))):
+		st.refused = true
+		c.answer(st, http.StatusServiceUnavailable, "server busy: too many request bodies held", false)
+	default:
+		st.held += int64(len(p))
+		st.body = append(st.body, p...)
+	}
+	c.giveBack(st.id, n)
+	if f.StreamEnded() {
+		c.endStream(st)
+	}
+	return nil
+}
+
+// giveBack returns n bytes of receive window to the client (stream 0:
+// only the connection's).
+func (c *conn) giveBack(id uint32, n int64) {
+	if n == 0 {
+		return
+	}
+	c.recvConn += n
+	c.mu.Lock()
+	c.mu.connUpdate += uint32(n)
+	if st := c.streams[id]; id != 0 && st != nil {
+		st.recv += n
+		c.mu.streamUpdates[id] += uint32(n)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// endStream: the request is complete; run its handler.
+func (c *conn) endStream(st *stream) {
+	delete(c.streams, st.id)
+	c.mu.Lock()
+	delete(c.mu.streamUpdates, st.id)
+	c.mu.Unlock()
+	if st.refused {
+		st.drop(c)
+		return
+	}
+	req := st.req
+	if len(st.body) > 0 {
+		req.Body = http1.NewBody(st.body)
+		req.ContentLength = int64(len(st.body))
+	} else {
+		req.Body = http.NoBody
+		req.ContentLength = 0
+	}
+	c.mu.Lock()
+	c.mu.running++
+	c.mu.active[st.id] = st
+	c.mu.Unlock()
+	c.s.run(func() { c.handle(st) })
+}
+
+// answer sends a short answer without a handler (the stream is refused).
+// open: the client may still send DATA on it.
+func (c *conn) answer(st *stream, status int, msg string, ended bool) {
+	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
+	if status == http.StatusServiceUnavailable {
+		h.Set("Retry-After", "1")
+	}
+	c.mu.Lock()
+	if _, open := c.streams[st.id]; !open {
+		st.sendWin = c.mu.initialWindow
+	}
+	c.mu.running++
+	c.mu.active[st.id] = st
+	c.mu.Unlock()
+	c.enqueue(&part{st: st, status: status, header: h, data: []byte(msg + "\n"), end: true})
+	if !ended {
+		// The client may still be sending the body: it is read and dropped.
+		st.refused = true
+	}
+}
+
+func (c *conn) enqueue(p *part) {
+	c.mu.Lock()
+	if c.mu.dead || p.st.reset {
+		c.mu.Unlock()
+		p.drop(errStreamGone)
+		if p.end {
+			c.answered(p.st)
+		}
+		return
+	}
+	c.mu.queue = append(c.mu.queue, p)
+	c.mu.Unlock()
+	c.signal()
+}
+
+// answered: st's answer is fully written or dropped.
+func (c *conn) answered(st *stream) {
+	c.mu.Lock()
+	c.answeredLocked(st)
+	c.mu.Unlock()
+	c.signal()
+}
+
+func (c *conn) answeredLocked(st *stream) {
+	c.mu.running--
+	if c.mu.active[st.id] == st {
+		delete(c.mu.active, st.id)
+	}
+}
+
+var errStreamGone = errors.New("http2: stream reset or connection closed")
+
+func (p *part) drop(err error) {
+	p.err = err
+	if p.done != nil {
+		close(p.done)
+	}
+}
+
+// handle runs the handler of a stream.
+func (c *conn) handle(st *stream) {
+	req := st.req
+	w := &responseWriter{c: c, st: st, header: make(http.Header, 4), head: req.Method == http.MethodHead}
+	defer func() {
+		c.s.giveBody(st.held)
+		st.held = 0
+		if p := recover(); p != nil {
+			if p != http.ErrAbortHandler && c.s.Logger != nil {
+				c.s.Logger.Error("http2: handler panic", "method", req.Method, "uri", req.RequestURI, "panic", fmt.Sprint(p))
+			}
+			if w.sent || p == http.ErrAbortHandler {
+				c.enqueue(&part{st: st, rst: http2.ErrCodeInternal, end: true})
+			} else {
+				c.enqueue(&part{st: st, status: http.StatusInternalServerError,
+					header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, data: []byte("internal error\n"), end: true})
+			}
+		}
+		st.cancel()
+	}()
+	c.s.Handler.ServeHTTP(w, req)
+	w.finish()
+}
+
+// responseWriter buffers an answer; a long one goes out in parts.
+type responseWriter struct {
+	c      *conn
+	st     *stream
+	header http.Header
+	status int
+	body   []byte
+	head   bool
+	// sniff: the start of a HEAD answer's body (never sent).
+	sniff []byte
+	// sent: the HEADERS went out (a part was written).
+	sent bool
+	err  error
+}
+
+func (w *responseWriter) Header() http.Header { return w.header }
+
+func (w *responseWriter) WriteHeader(code int) {
+	if w.status == 0 && code >= 200 {
+		w.status = code
+	}
+}
+
+func (w *responseWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	if w.err != nil {
+		return 0, w.err
+	}
+	if w.head || bodyless(w.status) {
+		if w.head && len(w.sniff) < 512 {
+			// The Content-Type is still sniffed, as net/http does.
+			w.sniff = append(w.sniff, p[:min(len(p), 512-len(w.sniff))]...)
+		}
+		return len(p), nil
+	}
+	w.body = append(w.body, p...)
+	if len(w.body) >= partBytes {
+		if err := w.sendPart(); err != nil {
+			return 0, err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush sends what is buffered (http.Flusher).
+func (w *responseWriter) Flush() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	_ = w.sendPart()
+}
+
+// sendPart writes the buffered part and waits until it is written.
+func (w *responseWriter) sendPart() error {
+	if w.err != nil {
+		return w.err
+	}
+	p := &part{st: w.st, data: w.body, done: make(chan struct{})}
+	if !w.sent {
+		p.status, p.header = w.status, w.finalHeader(false)
+		w.sent = true
+	}
+	w.c.enqueue(p)
+	select {
+	case <-p.done:
+	case <-w.c.ctx.Done():
+		w.err = errStreamGone
+		return w.err
+	}
+	if p.err != nil {
+		w.err = p.err
+		return w.err
+	}
+	w.body = w.body[:0]
+	return nil
+}
+
+func bodyless(status int) bool {
+	return status < 200 || status == http.StatusNoContent || status == http.StatusNotModified
+}
+
+// finalHeader fills Content-Length (whole: the answer is complete) and
+// Content-Type as net/http does.
+func (w *responseWriter) finalHeader(whole bool) http.Header {
+	h := w.header
+	switch {
+	case bodyless(w.status):
+		delete(h, "Content-Length")
+	case whole && !w.head:
+		h["Content-Length"] = []string{strconv.Itoa(len(w.body))}
+	}
+	if _, ok := h["Content-Type"]; !ok && len(w.body)+len(w.sniff) > 0 && !bodyless(w.status) {
+		h["Content-Type"] = []string{http.DetectContentType(append(w.sniff, w.body...))}
+	}
+	return h
+}
+
+// finish queues the answer's last part.
+func (w *responseWriter) finish() {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	p := &part{st: w.st, data: w.body, end: true}
+	if !w.sent {
+		p.status, p.header = w.status, w.finalHeader(true)
+		w.sent = true
+	}
+	w.c.enqueue(p)
+}
+
+// headerBlock encodes an answer's header fields.
+func headerBlock(enc *hpack.Encoder, status int, h http.Header) {
+	_ = enc.WriteField(hpack.HeaderField{Name: ":status", Value: strconv.Itoa(status)})
+	for k, vs := range h {
+		switch k {
+		case "Connection", "Keep-Alive", "Proxy-Connection", "Transfer-Encoding", "Upgrade":
+			continue
+		}
+		name := lower(k)
+		for _, v := range vs {
+			v = strings.Map(func(r rune) rune {
+				if r == '\r' || r == '\n' {
+					return ' '
+				}
+				return r
+			}, v)
+			_ = enc.WriteField(hpack.HeaderField{Name: name, Value: v})
+		}
+	}
+}
+
+// lowerCache keeps the lower-case forms of up to 512 header names.
+var (
+	lowerCache sync.Map
+	lowerCount atomic.Int32
+)
+
+func lower(k string) string {
+	if v, ok := lowerCache.Load(k); ok {
+		return v.(string)
+	}
+	l := strings.ToLower(k)
+	if len(k) < 64 && lowerCount.Add(1) <= 512 {
+		lowerCache.Store(k, l)
+	}
+	return l
+}

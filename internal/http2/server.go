@@ -1,0 +1,268 @@
+// Package http2 is a lean HTTP/2 server (RFC 9113) for Cairn's API, built
+// on golang.org/x/net/http2's Framer and hpack.
+//
+// net/http's HTTP/2 server runs a goroutine per stream, passes every
+// frame through its serve loop, and flushes each answer to the socket in
+// a write of its own. Cairn's API answers most requests with one small
+// buffered answer, and thousands at once when a Raft round commits: this
+// server reads a connection's frames in one goroutine, runs each request
+// whose body has fully arrived on a reused handler goroutine with its
+// body in memory (as internal/http1 does), and writes the answers that
+// are ready together, several per write, from the connection's writer.
+//
+// What it serves: prior-knowledge HTTP/2 ("h2c", handed over by
+// internal/http1 after it sniffed the preface) and h2 over TLS (ALPN,
+// handed over as a *tls.Conn). No server push, no priorities (PRIORITY
+// frames are read and ignored), no Upgrade from HTTP/1.1.
+//
+// # Limits
+//
+//   - MaxConcurrentStreams [1000]: streams open at once per connection
+//     (announced; one more is refused with REFUSED_STREAM).
+//   - MaxBodyBytes [8 MiB]: a request body beyond it is answered 413 and
+//     the rest of its stream ignored.
+//   - BodyBudget [256 MiB]: request body bytes held across all
+//     connections until their handlers return; a body that would pass it
+//     is answered 503 with Retry-After.
+//   - MaxHeaderBytes [64 KiB]: the decoded header list of a request
+//     (announced as SETTINGS_MAX_HEADER_LIST_SIZE; beyond it, 431).
+//   - Flow control: a request's body may use a window of 1 MiB per
+//     stream; the connection's window is given back as data arrives, so
+//     what a connection holds is bounded by its open streams' bodies and
+//     the budget. Answers are sent within the client's windows; an answer
+//     the client does not read stalls only its stream, and a write to the
+//     socket that does not finish within WriteTimeout [30 s] closes the
+//     connection.
+//   - IdleTimeout [2 min]: a connection with no open stream and no frame
+//     for that long is closed (after a GOAWAY).
+//
+// An answer its handler writes past 64 KiB, or flushes (http.Flusher),
+// goes out in parts, the handler waiting for each to be written: a long
+// stream (a backup) is carried with bounded memory.
+package http2
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Server serves HTTP/2 connections.
+type Server struct {
+	Handler http.Handler
+	// MaxConcurrentStreams per connection. Default 1000.
+	MaxConcurrentStreams uint32
+	// MaxBodyBytes bounds one request body. Default 8 MiB.
+	MaxBodyBytes int64
+	// BodyBudget bounds the request body bytes held across connections.
+	// Default 256 MiB.
+	BodyBudget int64
+	// MaxHeaderBytes bounds a request's decoded header list. Default 64 KiB.
+	MaxHeaderBytes int
+	// IdleTimeout closes a connection without open streams. Default 2 min.
+	IdleTimeout time.Duration
+	// WriteTimeout bounds one write to the socket. Default 30 s.
+	WriteTimeout time.Duration
+	Logger       *slog.Logger
+
+	mu struct {
+		sync.Mutex
+		lis      []net.Listener
+		conns    map[*conn]struct{}
+		shutdown bool
+	}
+	wg     sync.WaitGroup
+	bodies atomic.Int64
+	work   chan func()
+	once   sync.Once
+}
+
+func (s *Server) init() {
+	s.once.Do(func() {
+		s.work = make(chan func())
+		s.mu.conns = map[*conn]struct{}{}
+	})
+}
+
+func (s *Server) maxStreams() uint32 {
+	if s.MaxConcurrentStreams == 0 {
+		return 1000
+	}
+	return s.MaxConcurrentStreams
+}
+
+func (s *Server) maxBody() int64 {
+	if s.MaxBodyBytes <= 0 {
+		return 8 << 20
+	}
+	return s.MaxBodyBytes
+}
+
+func (s *Server) bodyBudget() int64 {
+	if s.BodyBudget <= 0 {
+		return 256 << 20
+	}
+	return s.BodyBudget
+}
+
+func (s *Server) maxHeader() int {
+	if s.MaxHeaderBytes <= 0 {
+		return 64 << 10
+	}
+	return s.MaxHeaderBytes
+}
+
+func (s *Server) idleTimeout() time.Duration {
+	if s.IdleTimeout <= 0 {
+		return 2 * time.Minute
+	}
+	return s.IdleTimeout
+}
+
+func (s *Server) writeTimeout() time.Duration {
+	if s.WriteTimeout <= 0 {
+		return 30 * time.Second
+	}
+	return s.WriteTimeout
+}
+
+// ErrServerClosed is returned by Serve after Shutdown.
+var ErrServerClosed = errors.New("http2: server closed")
+
+// Serve serves every connection l accepts (each must start with the
+// client's connection preface; a *tls.Conn must have completed its
+// handshake) until l fails or Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	s.init()
+	s.mu.Lock()
+	if s.mu.shutdown {
+		s.mu.Unlock()
+		l.Close()
+		return ErrServerClosed
+	}
+	s.mu.lis = append(s.mu.lis, l)
+	s.mu.Unlock()
+	for {
+		nc, err := l.Accept()
+		if err != nil {
+			s.mu.Lock()
+			closed := s.mu.shutdown
+			s.mu.Unlock()
+			if closed {
+				return ErrServerClosed
+			}
+			return err
+		}
+		if !s.ServeConn(nc, false) {
+			nc.Close()
+		}
+	}
+}
+
+// ServeConn serves nc in new goroutines; false if the server is shut down
+// (nc is not closed then). wait: serve in the calling goroutine.
+func (s *Server) ServeConn(nc net.Conn, wait bool) bool {
+	s.init()
+	c := newConn(s, nc)
+	s.mu.Lock()
+	if s.mu.shutdown {
+		s.mu.Unlock()
+		return false
+	}
+	s.mu.conns[c] = struct{}{}
+	s.wg.Add(1)
+	s.mu.Unlock()
+	if wait {
+		c.serve()
+	} else {
+		go c.serve()
+	}
+	return true
+}
+
+// Shutdown stops accepting, sends every connection a GOAWAY, lets the
+// streams already opened finish and their answers be written, then closes
+// the connections. When ctx ends first the connections are closed at once
+// and ctx.Err() returned.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.init()
+	s.mu.Lock()
+	s.mu.shutdown = true
+	for _, l := range s.mu.lis {
+		l.Close()
+	}
+	for c := range s.mu.conns {
+		c.goAway()
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.mu.Lock()
+		for c := range s.mu.conns {
+			c.kill()
+		}
+		s.mu.Unlock()
+		return ctx.Err()
+	}
+}
+
+func (s *Server) logf(msg string, args ...any) {
+	if s.Logger != nil {
+		s.Logger.Debug(msg, args...)
+	}
+}
+
+// takeBody reserves n bytes of the body budget.
+func (s *Server) takeBody(n int64) bool {
+	if s.bodies.Add(n) > s.bodyBudget() {
+		s.bodies.Add(-n)
+		return false
+	}
+	return true
+}
+
+func (s *Server) giveBody(n int64) {
+	if n != 0 {
+		s.bodies.Add(-n)
+	}
+}
+
+// workerIdle: a handler goroutine waits this long for more work before it
+// exits (reusing goroutines saves growing a fresh stack per request).
+const workerIdle = 10 * time.Second
+
+func (s *Server) run(f func()) {
+	select {
+	case s.work <- f:
+	default:
+		go s.worker(f)
+	}
+}
+
+func (s *Server) worker(f func()) {
+	t := time.NewTimer(workerIdle)
+	defer t.Stop()
+	for {
+		f()
+		select {
+		case f = <-s.work:
+			continue
+		case <-t.C:
+		}
+		t.Reset(workerIdle)
+		select {
+		case f = <-s.work:
+		case <-t.C:
+			return
+		}
+	}
+}
