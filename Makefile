@@ -67,6 +67,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseReplicas$$' -fuzztime=30000x ./internal/api/http/
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=500000x ./internal/wire/
 	$(GO) test -run='^$$' -fuzz='^FuzzParseDifferential$$' -fuzztime=50000x ./internal/http1/
+	$(GO) test -run='^$$' -fuzz='^FuzzFrames$$' -fuzztime=20000x ./internal/http2/
 
 # The container image, FROM scratch: a static binary built on the host and
 # copied into an empty image, so no base image is ever pulled.
