@@ -285,6 +285,7 @@ func (r *Replica) publishLocked() {
 		r.mu.seenLead, r.mu.seenTerm = st.Lead, st.Term
 		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
 	}
+	r.resolveReplicatedLocked()
 }
 
 func (r *Replica) finishLocked(rr *Round) {

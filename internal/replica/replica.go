@@ -231,6 +231,8 @@ type Replica struct {
 		readBatch map[uint64]*readRound
 		nextRead  uint64
 		applyWait []*waiter
+		// replWait: WaitReplicated calls (a leader's only).
+		replWait []*replWaiter
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
