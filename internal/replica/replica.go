@@ -244,6 +244,8 @@ type Replica struct {
 		// known one (hadLeader) since it opened.
 		leaderless int
 		hadLeader  bool
+		// durableTerm: the term of the last hard state persisted.
+		durableTerm uint64
 	}
 }
 
@@ -325,6 +327,9 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
+	if hs, _, err := lg.InitialState(); err == nil {
+		r.mu.durableTerm = hs.Term
+	}
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64]*readRound{}
 	r.mu.nextRead = rand.Uint64() >> 1
