@@ -251,6 +251,11 @@ func (r *Replica) WaitReplicated(ctx context.Context, index uint64, n int) error
 	}
 	w := &replWaiter{index: index, n: n, done: make(chan error, 1)}
 	r.mu.Lock()
+	if r.stopped.Load() {
+		// Stop sets the flag before it fails the waiters under the lock.
+		r.mu.Unlock()
+		return ErrStopped
+	}
 	if lead := r.mu.rn.BasicStatus().Lead; lead != r.cfg.NodeID {
 		r.mu.Unlock()
 		return &NotLeaderError{Leader: lead}
