@@ -6,6 +6,7 @@
 #   make bench-vs-etcd                  # writes docs/benchmarks/vs-etcd/
 #   DURATION=30s OUT=/tmp/r make bench-vs-etcd
 #   CASES="put-1 put-1000" OUT=/tmp/r scripts/bench-vs-etcd.sh   # some cases only
+#   (put-half: the open loop at half of each system's put-1000 throughput)
 #   ETCD_TOOL=0 ...   # without the runs of etcd's own benchmark tool (scripts/bench-etcd-tool.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,7 +16,7 @@ DURATION=${DURATION:-20s}
 SWEEP_DURATION=${SWEEP_DURATION:-8s}
 SWEEP=${SWEEP:-1,2,4,8,16,32,64,128}
 RECORDS=${RECORDS:-10000}
-CASES=${CASES:-put-1 put-1000 range-lin-1000 range-ser-1000 ycsb-a entity-4}
+CASES=${CASES:-put-1 put-1000 put-half range-lin-1000 range-ser-1000 ycsb-a entity-4}
 OUT=${OUT:-docs/benchmarks/vs-etcd}
 CAIRN=${CAIRN:-bin/cairn}
 ETCD_BASE=${ETCD_BASE:-32370}   # clients on +1..+3, peers on +11..+13
@@ -111,6 +112,23 @@ both put-1000       --workload put --key-size 8 --val-size 256 --clients 1000 --
 both range-lin-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
 both range-ser-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
 both ycsb-a         --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
+# Half-loaded latency: the open loop (latency from each operation's due
+# time) at half of each system's own maximum put throughput, measured by
+# put-1000 in this run (or, without that case, by a short run of the same
+# shape first), with the same clients and connections.
+if want put-half; then
+  for sys in cairn etcd; do
+    t=$CAIRN_T; proto=(--pipeline 64); SYSTEM_PIDS=("${CLUSTER_PIDS[@]}")
+    [ $sys = etcd ] && { t=$ETCD; proto=(); SYSTEM_PIDS=("${ETCD_PIDS[@]}"); }
+    max="$RES/${sys}_put-1000/results.json"
+    if [ ! -f "$max" ]; then
+      DURATION=$SWEEP_DURATION run "$sys put-max" "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+      max="$RES/${sys}_put-max/results.json"
+    fi
+    rate=$(python3 -c 'import json,sys; print("%.0f" % (json.load(open(sys.argv[1]))["throughput"] / 2))' "$max")
+    run "$sys put-half" "$t" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100 --rate "$rate"
+  done
+fi
 want entity-4 && SYSTEM_PIDS=("${CLUSTER_PIDS[@]}") && run "cairn entity-4" "$CAIRN_T" --workload entity --clients 4 --conns 4 --keys 10000 --mix put=50,get=50
 
 # Fsync efficiency on Cairn: storage syncs and HTTP requests counted by the nodes.

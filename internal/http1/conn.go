@@ -49,6 +49,9 @@ type conn struct {
 		// estimate: the size a running handler's answer is counted
 		// with: the largest recent answer, halving with each smaller one.
 		estimate int64
+		// queued: answers handed to the writer (or written inline) and
+		// not yet written; 0: the writer is idle with nothing buffered.
+		queued int
 	}
 }
 
@@ -184,7 +187,7 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 				sl := &slot{done: make(chan struct{}), close: true}
 				sl.head, sl.body = c.rejection(pe)
 				close(sl.done)
-				slots <- sl
+				c.queue(slots, sl)
 				if pe.Status == http.StatusRequestEntityTooLarge || pe.Status == http.StatusServiceUnavailable {
 					c.linger.Store(true)
 				}
@@ -194,7 +197,18 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 			return
 		}
 		sl := &slot{done: make(chan struct{}), close: closeAfter}
-		slots <- sl // blocks while MaxPipeline answers are pending
+		if c.s.Inline != nil && br.Buffered() == 0 && c.s.Inline(req) && c.startInline() {
+			// A lone request: nothing pipelined behind it and every
+			// earlier answer written. The reader runs its handler and
+			// writes its answer itself, without waking a handler
+			// goroutine and the writer (two hand-offs of the request's
+			// latency).
+			if !c.serveInline(req, held, sl) {
+				return
+			}
+			continue
+		}
+		c.queue(slots, sl) // blocks while MaxPipeline answers are pending
 		c.mu.Lock()
 		c.mu.running++
 		c.mu.Unlock()
@@ -203,6 +217,55 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 			return
 		}
 	}
+}
+
+// queue hands sl to the writer.
+func (c *conn) queue(slots chan<- *slot, sl *slot) {
+	c.mu.Lock()
+	c.mu.queued++
+	c.mu.Unlock()
+	slots <- sl
+}
+
+// startInline claims the connection's socket for an answer written by the
+// reader: true when no answer is queued for the writer (which then waits
+// for its next slot, its buffer flushed) and none is running.
+func (c *conn) startInline() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.queued != 0 || c.mu.running != 0 || c.stopping.Load() {
+		return false
+	}
+	c.mu.queued++
+	c.mu.running++
+	return true
+}
+
+// serveInline runs the handler of a request claimed by startInline and
+// writes its answer; false: the connection is done (the answer closes
+// it, the handler aborted, or the write failed).
+func (c *conn) serveInline(req *http.Request, held int64, sl *slot) bool {
+	c.handle(req, held, sl)
+	ok := !sl.close
+	switch {
+	case sl.head == nil && sl.close: // aborted handler
+	default:
+		_ = c.nc.SetWriteDeadline(time.Now().Add(c.s.writeTimeout()))
+		var err error
+		if len(sl.body) <= 4<<10 {
+			// One write (one TLS record) for a small answer.
+			_, err = c.nc.Write(append(sl.head, sl.body...))
+		} else {
+			_, err = (&net.Buffers{sl.head, sl.body}).WriteTo(c.nc)
+		}
+		ok = ok && err == nil
+	}
+	c.written(sl)
+	sl.head, sl.body = nil, nil
+	if !ok {
+		c.abort()
+	}
+	return ok
 }
 
 // admit waits until the answers waiting on the connection leave room for
@@ -238,12 +301,12 @@ func (c *conn) finished(sl *slot) {
 
 // written uncounts an answer written (or dropped).
 func (c *conn) written(sl *slot) {
-	if !sl.counted {
-		return
-	}
 	c.mu.Lock()
-	c.mu.unwritten -= sl.size()
-	c.mu.cond.Broadcast()
+	c.mu.queued--
+	if sl.counted {
+		c.mu.unwritten -= sl.size()
+		c.mu.cond.Broadcast()
+	}
 	c.mu.Unlock()
 }
 

@@ -114,7 +114,7 @@ func (c *conn) readRequest(br *bufio.Reader, slots chan<- *slot) (req *http.Requ
 		// The interim answer goes out after every earlier answer.
 		sl := &slot{done: make(chan struct{}), head: []byte("HTTP/1.1 100 Continue\r\n\r\n")}
 		close(sl.done)
-		slots <- sl
+		c.queue(slots, sl)
 	}
 	_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
 	body, held, err := readBody(br, f, limit, &c.s.bodies)

@@ -77,7 +77,15 @@ type Server struct {
 	// otherwise; the handshake must end within ReadHeaderTimeout of the
 	// accept. Nil: plain TCP.
 	TLSConfig *tls.Config
-	Logger    *slog.Logger
+	// Inline, if set, names the requests that may run on their
+	// connection's reader when they are alone on it (nothing pipelined
+	// behind them, every earlier answer written): the reader calls the
+	// handler and writes the answer itself, saving two goroutine
+	// hand-offs. The connection reads nothing while such a handler runs,
+	// so ClientGone is not closed during it: name only requests whose
+	// handlers end soon (bounded by a request timeout). Nil: none.
+	Inline func(*http.Request) bool
+	Logger *slog.Logger
 
 	mu struct {
 		sync.Mutex

@@ -64,6 +64,8 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 	rr.leaderSend = r.mu.rn.BasicStatus().RaftState == raft.StateLeader && !rr.hasSnap
 	if rr.leaderSend && len(rd.Messages) > 0 {
 		r.cfg.Send(r.id, rd.Messages)
+	} else if !rr.hasSnap && len(rd.Messages) > 0 {
+		rr.rd.Messages = r.sendEarly(rd.Messages)
 	}
 	// 1. Persist (staged; the caller commits).
 	if rr.hasSnap {
@@ -73,6 +75,54 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 	}
 	rr.hook = r.log.StageReady(b, rd.HardState, rd.Entries, rd.Snapshot)
 	return rr, rd.MustSync || rr.hasSnap
+}
+
+// sendEarly sends, before the round's write, the messages of a follower
+// that acknowledge nothing of its log or vote — a proposal or a read index
+// request on its way to the leader, and a heartbeat's answer (which
+// confirms the leader's read index) when its term is durable already — and
+// returns the others, which wait until the write is durable. Raft itself
+// names only the answers to appends and votes as needing the write first
+// (its asynchronous-storage mode sends every other message at once); a
+// heartbeat's answer here also waits while its term is not durable yet.
+// Without this, a request forwarded by a follower, or a leader's read
+// confirmation, waited for the fsync of whatever entries this round (and
+// every shard's round persisted in the same batch) happened to hold.
+func (r *Replica) sendEarly(msgs []raftpb.Message) (late []raftpb.Message) {
+	n := 0
+	for i := range msgs {
+		if r.early(&msgs[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs
+	}
+	if n == len(msgs) {
+		r.cfg.Send(r.id, msgs)
+		return nil
+	}
+	now := make([]raftpb.Message, 0, n)
+	late = make([]raftpb.Message, 0, len(msgs)-n)
+	for i := range msgs {
+		if r.early(&msgs[i]) {
+			now = append(now, msgs[i])
+		} else {
+			late = append(late, msgs[i])
+		}
+	}
+	r.cfg.Send(r.id, now)
+	return late
+}
+
+func (r *Replica) early(m *raftpb.Message) bool {
+	switch m.Type {
+	case raftpb.MsgProp, raftpb.MsgReadIndex:
+		return true
+	case raftpb.MsgHeartbeatResp:
+		return m.Term <= r.mu.durableTerm
+	}
+	return false
 }
 
 // Finish completes a staged round after its batch has committed (steps 2
@@ -285,12 +335,16 @@ func (r *Replica) publishLocked() {
 		r.mu.seenLead, r.mu.seenTerm = st.Lead, st.Term
 		r.failAllLocked(&NotLeaderError{Leader: st.Lead})
 	}
+	r.resolveReplicatedLocked()
 }
 
 func (r *Replica) finishLocked(rr *Round) {
 	rd := rr.rd
 	hasSnap := rr.hasSnap
 	rr.hook()
+	if !raft.IsEmptyHardState(rd.HardState) {
+		r.mu.durableTerm = rd.HardState.Term
+	}
 	if hasSnap {
 		md := rd.Snapshot.Metadata
 		r.mu.appliedT = md.Term

@@ -231,6 +231,8 @@ type Replica struct {
 		readBatch map[uint64]*readRound
 		nextRead  uint64
 		applyWait []*waiter
+		// replWait: WaitReplicated calls (a leader's only).
+		replWait []*replWaiter
 		// seenLead and seenTerm: the leader and term last published;
 		// every waiter is failed when either changes.
 		seenLead, seenTerm uint64
@@ -242,6 +244,8 @@ type Replica struct {
 		// known one (hadLeader) since it opened.
 		leaderless int
 		hadLeader  bool
+		// durableTerm: the term of the last hard state persisted.
+		durableTerm uint64
 	}
 }
 
@@ -323,6 +327,9 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	}
 	r.mu.appliedT = as.Term
 	r.mu.cs = as.ConfState
+	if hs, _, err := lg.InitialState(); err == nil {
+		r.mu.durableTerm = hs.Term
+	}
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64]*readRound{}
 	r.mu.nextRead = rand.Uint64() >> 1

@@ -6,10 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"sync/atomic"
-	"time"
 
 	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/wire"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Result of an applied write.
@@ -209,48 +210,107 @@ func (r *Replica) release() {
 	r.in.Unlock()
 }
 
-// WaitApplied waits until the replica has applied index.
+// WaitApplied waits until the replica has applied index. It wakes at each
+// apply (AppliedChanged), not on a timer: a reader waiting for another
+// replica to catch up (replicas=3/3) is answered as soon as it has.
 func (r *Replica) WaitApplied(ctx context.Context, index uint64) error {
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for r.applied.Load() < index {
+	for {
+		// The channel is taken before the check: an apply between the two
+		// closes it.
+		ch := r.AppliedChanged()
+		if r.applied.Load() >= index {
+			return nil
+		}
 		if r.stopped.Load() {
 			return ErrStopped
 		}
 		select {
-		case <-t.C:
+		case <-ch:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
 	}
-	return nil
+}
+
+// replWaiter is a WaitReplicated call: it waits until n replicas' progress
+// reaches index.
+type replWaiter struct {
+	index uint64
+	n     int
+	done  chan error
 }
 
 // WaitReplicated waits until at least n replicas (this leader included)
-// have index durably in their logs, as the leader's progress shows.
+// have index durably in their logs, as the leader's progress shows. The
+// replica checks its waiters whenever its round has stepped messages (a
+// follower's acknowledgement moves its progress) and after its own log
+// write, so the caller is woken by the acknowledgement itself.
 func (r *Replica) WaitReplicated(ctx context.Context, index uint64, n int) error {
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
-		st := r.Status()
-		if st.Lead != r.cfg.NodeID {
-			return &NotLeaderError{Leader: st.Lead}
+	if r.stopped.Load() {
+		return ErrStopped
+	}
+	w := &replWaiter{index: index, n: n, done: make(chan error, 1)}
+	r.mu.Lock()
+	if r.stopped.Load() {
+		// Stop sets the flag before it fails the waiters under the lock.
+		r.mu.Unlock()
+		return ErrStopped
+	}
+	if lead := r.mu.rn.BasicStatus().Lead; lead != r.cfg.NodeID {
+		r.mu.Unlock()
+		return &NotLeaderError{Leader: lead}
+	}
+	if r.replicatedLocked(index) >= n {
+		r.mu.Unlock()
+		return nil
+	}
+	r.mu.replWait = append(r.mu.replWait, w)
+	r.mu.Unlock()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		r.mu.Lock()
+		if i := slices.Index(r.mu.replWait, w); i >= 0 {
+			r.mu.replWait = slices.Delete(r.mu.replWait, i, i+1)
 		}
-		count := 0
-		for _, pr := range st.Progress {
-			if pr.Match >= index {
-				count++
-			}
-		}
-		if count >= n {
-			return nil
-		}
+		r.mu.Unlock()
 		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
+		case err := <-w.done: // answered meanwhile
+			return err
+		default:
+		}
+		return ctx.Err()
+	}
+}
+
+// replicatedLocked counts the replicas whose progress reaches index.
+func (r *Replica) replicatedLocked(index uint64) int {
+	count := 0
+	r.mu.rn.WithProgress(func(_ uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if pr.Match >= index {
+			count++
+		}
+	})
+	return count
+}
+
+// resolveReplicatedLocked answers the WaitReplicated calls whose index has
+// reached enough replicas.
+func (r *Replica) resolveReplicatedLocked() {
+	if len(r.mu.replWait) == 0 {
+		return
+	}
+	kept := r.mu.replWait[:0]
+	for _, w := range r.mu.replWait {
+		if r.replicatedLocked(w.index) >= w.n {
+			w.done <- nil
+		} else {
+			kept = append(kept, w)
 		}
 	}
+	clear(r.mu.replWait[len(kept):])
+	r.mu.replWait = kept
 }
 
 // failAllLocked fails every pending proposal and read (leadership lost).
@@ -271,6 +331,10 @@ func (r *Replica) failAllLocked(err error) {
 		w.finish(err)
 	}
 	r.mu.applyWait = nil
+	for _, w := range r.mu.replWait {
+		w.done <- err
+	}
+	r.mu.replWait = nil
 }
 
 // readCtx names one ReadIndex round. The leader keeps one pending request

@@ -530,7 +530,10 @@ func (s *Server) build() error {
 		IdleTimeout:       2 * time.Minute,
 		RequestTimeout:    acfg.RequestTimeout,
 		Reject:            httpapi.WriteProtocolError,
-		Logger:            s.log,
+		// A lone key-value request runs on its connection's reader: its
+		// handler ends within the request timeout.
+		Inline: inlineRequest,
+		Logger: s.log,
 	}
 	return nil
 }
@@ -640,4 +643,12 @@ func (h *handler) HandleRequest(ctx context.Context, req *wire.Request) *wire.Re
 		return &wire.Response{Status: wire.StatusStopping}
 	}
 	return h.coord.HandleRequest(ctx, req)
+}
+
+// inlineRequest names the requests the HTTP/1 server may run on their
+// connection's reader when they are alone on it (http1.Server.Inline):
+// the key-value data paths, whose handlers end within the request timeout.
+func inlineRequest(r *http.Request) bool {
+	p := r.URL.Path
+	return p == "/v0/entity" || strings.HasPrefix(p, "/v1/kv/")
 }

@@ -1,0 +1,57 @@
+package kv_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cairn-db/cairn/internal/kv"
+	"github.com/cairn-db/cairn/internal/replica"
+)
+
+// Writes and reads that wait for every replica (replicas=3/3) are answered
+// once the last replica has the entry (writes: in its log, as the
+// leader's progress shows) or has applied the read index (reads): the
+// waits wake on the acknowledgement or the apply. With one follower cut
+// off, a 3/3 write answers AckTimeout when its deadline passes, and the
+// leader serves 3/3 writes again once the follower is back.
+func TestAllReplicaAcks(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	leader := awaitLeader(t, c, 1)
+	coord := c.nodes[leader].coord
+	r := c.nodes[leader].st.Replica(1)
+	all := kv.WriteOptions{Ack: 3, From: 3}
+	for i := 0; i < 30; i++ {
+		k := []byte(fmt.Sprint("k", i))
+		v, _, err := coord.Put(ctx5(t), k, []byte("v"), all)
+		if err != nil {
+			t.Fatalf("3/3 put %d: %v", i, err)
+		}
+		st := r.Status()
+		for id, pr := range st.Progress {
+			if pr.Match < v {
+				t.Fatalf("3/3 put %d answered at version %d while node %d holds the log up to %d", i, v, id, pr.Match)
+			}
+		}
+		got, err := coord.Get(ctx5(t), k, kv.ReadOptions{Ack: 3, From: 3})
+		if err != nil || got.Version != v {
+			t.Fatalf("3/3 read %d: version %d want %d (%v)", i, got.Version, v, err)
+		}
+	}
+
+	follower := leader%3 + 1
+	c.net.Isolate(follower, true)
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, _, err := coord.Put(ctx, []byte("cut"), []byte("v"), all)
+	if !errors.Is(err, kv.ErrAckTimeout) && !errors.Is(err, kv.ErrTimeout) {
+		t.Fatalf("3/3 put with a follower cut off: %v, want an ack timeout", err)
+	}
+	c.net.Isolate(follower, false)
+	eventually(t, 5*time.Second, func() error {
+		_, _, err := coord.Put(ctx5(t), []byte("back"), []byte("v"), all)
+		return err
+	})
+}
