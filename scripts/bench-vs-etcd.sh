@@ -16,7 +16,7 @@ DURATION=${DURATION:-20s}
 SWEEP_DURATION=${SWEEP_DURATION:-8s}
 SWEEP=${SWEEP:-1,2,4,8,16,32,64,128}
 RECORDS=${RECORDS:-10000}
-CASES=${CASES:-put-1 put-1000 put-half range-lin-1000 range-ser-1000 ycsb-a entity-4}
+CASES=${CASES:-put-1 put-1000 put-1000-h2 put-1000-h1 put-half range-lin-1000 range-ser-1000 ycsb-a entity-4}
 OUT=${OUT:-docs/benchmarks/vs-etcd}
 CAIRN=${CAIRN:-bin/cairn}
 ETCD_BASE=${ETCD_BASE:-32370}   # clients on +1..+3, peers on +11..+13
@@ -109,6 +109,15 @@ both() { # case, bench args...
 }
 both put-1          --workload put --key-size 8 --val-size 256 --clients 1 --conns 1
 both put-1000       --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+# The same put over the protocols ordinary clients use, Cairn only (beside
+# etcd's put-1000): HTTP/2, many requests multiplexed on each connection
+# as etcd's gRPC does (put-1000-h2), and HTTP/1.1 one request at a time
+# per connection, as wrk and curl (put-1000-h1: 100 in flight).
+for c in put-1000-h2 put-1000-h1; do
+  proto=(--http 2); [ $c = put-1000-h1 ] && proto=(--pipeline 1)
+  want $c && SYSTEM_PIDS=("${CLUSTER_PIDS[@]}") &&
+    run "cairn $c" "$CAIRN_T" "${proto[@]}" --workload put --key-size 8 --val-size 256 --clients 1000 --conns 100
+done
 both range-lin-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency l --clients 1000 --conns 100
 both range-ser-1000 --workload range --key-size 8 --val-size 256 --keys 10000 --consistency s --clients 1000 --conns 100 --no-preload
 both ycsb-a         --workload ycsb-a --records "$RECORDS" --sweep "$SWEEP" --duration "$SWEEP_DURATION"
