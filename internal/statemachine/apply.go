@@ -79,12 +79,17 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	history := m.hist.retention > 0
 	looked := !unconditionalPut || answers || m.clock.indexed || history
 	haveData := false // curData is the current value (nil: absent)
+	prevRef := false  // the event refers to the key's event at curVersion for the value
 	if looked {
 		var known bool
 		// The history needs the value replaced, unless the (exact)
-		// cache knows it, or knows the key is absent.
+		// cache knows it, or knows the key is absent, or knows its
+		// version and the history still holds the write of that version
+		// (then the event refers to it: see refersBack).
 		curVersion, curData, haveData, known = m.versions.get(cmd.Key)
-		if !known || m.clock.indexed || (history && curVersion != 0 && !haveData) {
+		if history && known && curVersion != 0 && !haveData && !m.clock.indexed && m.refersBack(index, curVersion) {
+			prevRef = true
+		} else if !known || m.clock.indexed || (history && curVersion != 0 && !haveData) {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:
@@ -111,7 +116,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		b.Set(key, storage.EncodeValueMeta(index, cmd.Index, cmd.Value))
 		m.maintainIndex(b, tok, cmd, oldTerms, exists, false)
 		if history {
-			m.recordEvent(rd, index, &Event{Key: cmd.Key, Value: cmd.Value, PrevVersion: curVersion, PrevValue: curData, Terms: cmd.Index, PrevTerms: oldTerms})
+			m.recordEvent(rd, index, &Event{Key: cmd.Key, Value: cmd.Value, PrevVersion: curVersion, PrevValue: curData, Terms: cmd.Index, PrevTerms: oldTerms, prevRef: prevRef && exists})
 		}
 		res.Version = index
 		created = !exists && (answers || !unconditionalPut)
@@ -125,7 +130,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		b.Delete(key)
 		m.maintainIndex(b, tok, cmd, oldTerms, true, true)
 		if history {
-			m.recordEvent(rd, index, &Event{Delete: true, Key: cmd.Key, PrevVersion: curVersion, PrevValue: curData, PrevTerms: oldTerms})
+			m.recordEvent(rd, index, &Event{Delete: true, Key: cmd.Key, PrevVersion: curVersion, PrevValue: curData, PrevTerms: oldTerms, prevRef: prevRef})
 		}
 		// A delete's version is its own index: the revision at which
 		// the key stopped existing (the etcd API reports it).

@@ -10,7 +10,7 @@ import (
 func TestConfigDefaultsAndValidate(t *testing.T) {
 	eng := &storage.Engine{}
 	c := Config{ShardID: 1, Engine: eng}.EnsureDefaults()
-	if c.DedupTTL != DefaultDedupTTL || c.VersionCache != 4096 || c.Logger == nil {
+	if c.DedupTTL != DefaultDedupTTL || c.VersionCache != 65536 || c.Logger == nil {
 		t.Fatalf("defaults: %+v", c)
 	}
 	if err := c.Validate(); err != nil {

@@ -41,6 +41,14 @@ type Event struct {
 	// object (none for a delete) and of the one replaced (the etcd API
 	// keeps a key's lease there).
 	Terms, PrevTerms []wire.IndexTerm
+	// PrevMissing: the replaced value is no longer known (PrevVersion is
+	// right, PrevValue is nil). The event was recorded with its previous
+	// value by reference — as the value of the key's event at
+	// PrevVersion — and that event has been trimmed since. A reader that
+	// needs the previous value must treat the event as compacted.
+	PrevMissing bool
+	// prevRef: recorded by reference (apply sets it; Events resolves it).
+	prevRef bool
 }
 
 // ErrCompacted: a read of the history from an index at or below its floor
@@ -64,13 +72,18 @@ const (
 	// as before they existed.
 	eventPutTerms    = 'P'
 	eventDeleteTerms = 'D'
+	// The kinds of an event whose replaced value is not in the event but
+	// is the value of the key's own event at PrevVersion, still in the
+	// history when it was written (apply.go; no terms on either side).
+	eventPutRef    = 'q'
+	eventDeleteRef = 'e'
 )
 
 // encodeEvent encodes e without its index (which is in the key):
 // kind(1) | [terms] | uvarint len(key) | key | uvarint len(value) | value |
 // uvarint prevVersion | prevValue, where terms, for the kinds with terms,
 // are uvarint len | wire.AppendIndexTerms of Terms, then the same of
-// PrevTerms.
+// PrevTerms. The kinds by reference (prevRef) have no prevValue.
 func encodeEvent(e *Event) []byte {
 	return appendEvent(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue)), e)
 }
@@ -81,7 +94,13 @@ func appendEvent(b []byte, e *Event) []byte {
 	if e.Delete {
 		kind = eventDelete
 	}
-	if len(e.Terms) > 0 || len(e.PrevTerms) > 0 {
+	if e.prevRef {
+		kind = eventPutRef
+		if e.Delete {
+			kind = eventDeleteRef
+		}
+		b = append(b, kind)
+	} else if len(e.Terms) > 0 || len(e.PrevTerms) > 0 {
 		kind = eventPutTerms
 		if e.Delete {
 			kind = eventDeleteTerms
@@ -100,6 +119,9 @@ func appendEvent(b []byte, e *Event) []byte {
 	b = binary.AppendUvarint(b, uint64(len(e.Value)))
 	b = append(b, e.Value...)
 	b = binary.AppendUvarint(b, e.PrevVersion)
+	if e.prevRef {
+		return b
+	}
 	return append(b, e.PrevValue...)
 }
 
@@ -110,7 +132,7 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 		return Event{}, bad
 	}
 	kind := b[0]
-	e := Event{Index: index, Delete: kind == eventDelete || kind == eventDeleteTerms}
+	e := Event{Index: index, Delete: kind == eventDelete || kind == eventDeleteTerms || kind == eventDeleteRef}
 	b = b[1:]
 	field := func() ([]byte, bool) {
 		n, w := binary.Uvarint(b)
@@ -124,6 +146,8 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 	var ok bool
 	switch kind {
 	case eventPut, eventDelete:
+	case eventPutRef, eventDeleteRef:
+		e.prevRef = true
 	case eventPutTerms, eventDeleteTerms:
 		for _, terms := range []*[]wire.IndexTerm{&e.Terms, &e.PrevTerms} {
 			enc, ok := field()
@@ -152,7 +176,7 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 		return Event{}, bad
 	}
 	e.PrevVersion = n
-	if n > 0 {
+	if n > 0 && !e.prevRef {
 		e.PrevValue = b[w:]
 	}
 	return e, nil
@@ -190,6 +214,20 @@ func (m *Machine) OpenHistory(applied uint64) error {
 	b := m.cfg.Engine.NewBatch()
 	b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, applied))
 	return b.Commit(false)
+}
+
+// refersBack reports whether the event of a write at index may give the
+// value it replaces by reference, as the value of the key's event at prev
+// (the version the write replaces, which the version cache knows): the
+// history holds that event now, and will for as long as the new event
+// is in the first half of its retention. Later a reader may find it
+// trimmed (Event.PrevMissing): a reader more than half the retention
+// behind the shard's applied index can then not get the previous value.
+// Taking the value from the history spares the write a read of the key
+// (most of the cost of applying it when the key is not in the cache with
+// its value) and the event the copy of the value.
+func (m *Machine) refersBack(index, prev uint64) bool {
+	return prev > m.hist.floor && prev < index && index-prev <= m.hist.retention/2
 }
 
 // HistoryFloor is the highest log index whose events are gone: a read of

@@ -1,6 +1,7 @@
 package statemachine
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -52,6 +53,9 @@ func (m *Machine) Events(from, through uint64, maxBytes int) (HistoryPage, error
 	}
 	bytes := 0
 	last := uint64(0)
+	// The page's latest put of each key, for the events that give their
+	// replaced value by reference (resolve).
+	var r resolver
 	for ok := it.SeekGE(storage.HistoryIndexStart(m.id, from)); ok; ok = it.Next() {
 		index, _, err := storage.DecodeHistoryKey(it.Key())
 		if err != nil {
@@ -59,6 +63,7 @@ func (m *Machine) Events(from, through uint64, maxBytes int) (HistoryPage, error
 		}
 		if index != last && bytes >= maxBytes && maxBytes > 0 {
 			page.Next = index
+			r.resolveAll(m, &page)
 			return page, nil
 		}
 		last = index
@@ -66,9 +71,83 @@ func (m *Machine) Events(from, through uint64, maxBytes int) (HistoryPage, error
 		if err != nil {
 			return HistoryPage{}, err
 		}
+		if e.prevRef {
+			r.resolveInPage(&e)
+		}
+		r.saw(&e)
 		bytes += len(e.Key) + len(e.Value) + len(e.PrevValue)
 		page.Events = append(page.Events, e)
 	}
 	page.Next = through + 1
+	r.resolveAll(m, &page)
 	return page, nil
+}
+
+// resolver finds the values that events recorded by reference replaced:
+// the value of the key's event at PrevVersion, in the page being read or
+// else in the history.
+type resolver struct {
+	// latest: each key's last event so far in the page.
+	latest map[string]*latestEvent
+}
+
+type latestEvent struct {
+	index uint64
+	del   bool
+	value []byte
+}
+
+// saw notes e, the page's latest event of its key.
+func (r *resolver) saw(e *Event) {
+	if r.latest == nil {
+		r.latest = map[string]*latestEvent{}
+	}
+	if l, ok := r.latest[string(e.Key)]; ok {
+		l.index, l.del, l.value = e.Index, e.Delete, e.Value
+		return
+	}
+	r.latest[string(e.Key)] = &latestEvent{e.Index, e.Delete, e.Value}
+}
+
+// resolveInPage fills e's previous value from the page's events when the
+// event it refers to is among them.
+func (r *resolver) resolveInPage(e *Event) {
+	if l, ok := r.latest[string(e.Key)]; ok && l.index == e.PrevVersion && !l.del {
+		e.PrevValue, e.prevRef = l.value, false
+	}
+}
+
+// resolveAll resolves the page's events that the page itself could not.
+func (r *resolver) resolveAll(m *Machine, page *HistoryPage) {
+	for i := range page.Events {
+		if e := &page.Events[i]; e.prevRef {
+			r.resolve(m, e, page.Floor)
+		}
+	}
+}
+
+// resolve fills e's previous value from the key's event at PrevVersion
+// in the history, or marks it PrevMissing when that event is gone
+// (at or below floor, or trimmed since the page's read began).
+func (r *resolver) resolve(m *Machine, e *Event, floor uint64) {
+	e.prevRef = false
+	if e.PrevVersion <= floor {
+		e.PrevMissing = true
+		return
+	}
+	it, err := m.cfg.Engine.NewIter(storage.HistoryIndexStart(m.id, e.PrevVersion), storage.HistoryIndexStart(m.id, e.PrevVersion+1))
+	if err != nil {
+		e.PrevMissing = true
+		return
+	}
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		prev, err := decodeEvent(e.PrevVersion, it.Value())
+		if err != nil || prev.Delete || !bytes.Equal(prev.Key, e.Key) {
+			continue
+		}
+		e.PrevValue = append([]byte{}, prev.Value...)
+		return
+	}
+	e.PrevMissing = true
 }

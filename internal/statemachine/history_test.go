@@ -185,3 +185,147 @@ func TestHistoryTrimmedWithinOneRound(t *testing.T) {
 		t.Fatalf("read above the floor: %q, %v", describe(page.Events), err)
 	}
 }
+
+// refMachine is historyMachine with a version cache that knows versions
+// but keeps no values: its events give the value they replace by
+// reference to the key's earlier event.
+func refMachine(t *testing.T, retention int) *Machine {
+	m := withVersionCache(historyMachine(t, retention), 100)
+	m.versions.values = false
+	return m
+}
+
+// Events recorded by reference read back as those recorded with the
+// value, on a replica that read every replaced value: from the start,
+// from the middle (the referred event outside the page) and page by page.
+func TestHistoryPrevByReference(t *testing.T) {
+	var cmds []wire.Command
+	for i := range 60 {
+		switch {
+		case i%9 == 8:
+			cmds = append(cmds, hdel(fmt.Sprint("k", i%5), i))
+		default:
+			cmds = append(cmds, hput(fmt.Sprint("k", i%5), fmt.Sprint(i)))
+		}
+	}
+	read, ref := historyMachine(t, 1000), refMachine(t, 1000)
+	applyAll(read, cmds, func() int { return 3 })
+	applyAll(ref, cmds, func() int { return 3 })
+	stored := 0
+	start, end := storage.HistorySpan(ref.id)
+	it, _ := ref.cfg.Engine.NewIter(start, end)
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) > 9 && (it.Value()[0] == eventPutRef || it.Value()[0] == eventDeleteRef) {
+			stored++
+		}
+	}
+	it.Close()
+	if stored == 0 {
+		t.Fatal("no event was recorded by reference")
+	}
+	for _, from := range []uint64{1, 7, 30, 59} {
+		for _, maxBytes := range []int{0, 1, 40} {
+			var want, got []string
+			for f := from; f <= 60; {
+				p, err := read.Events(f, 60, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, f = append(want, describe(p.Events)...), p.Next
+			}
+			for f := from; f <= 60; {
+				p, err := ref.Events(f, 60, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, e := range p.Events {
+					if e.PrevMissing {
+						t.Fatalf("event %d: previous value missing", e.Index)
+					}
+				}
+				got, f = append(got, describe(p.Events)...), p.Next
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("from %d, pages of %d bytes: by reference %q, want %q", from, maxBytes, got, want)
+			}
+		}
+	}
+}
+
+// An event whose referred event was trimmed reads back PrevMissing, with
+// its previous version; one refers back at most half the retention.
+func TestHistoryPrevByReferenceTrimmed(t *testing.T) {
+	m := refMachine(t, 16) // trimmed 1 index at a time
+	cmds := []wire.Command{hput("a", "1")}
+	for i := range 7 {
+		cmds = append(cmds, hput(fmt.Sprint("x", i), "x"))
+	}
+	cmds = append(cmds, hput("a", "2")) // 9: refers to 1
+	for i := range 9 {
+		cmds = append(cmds, hput(fmt.Sprint("y", i), "y"))
+	}
+	cmds = append(cmds, hput("a", "3")) // 19: 10 back, more than 16/2: read
+	applyAll(m, cmds, func() int { return 1 })
+	if f := m.HistoryFloor(); f != 3 {
+		t.Fatalf("floor %d, want 3", f)
+	}
+	p, err := m.Events(4, 19, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range p.Events {
+		switch e.Index {
+		case 9:
+			if !e.PrevMissing || e.PrevVersion != 1 || e.PrevValue != nil {
+				t.Fatalf("event 9: %+v, want previous version 1, value missing", e)
+			}
+		case 19:
+			if e.PrevMissing || e.PrevVersion != 9 || string(e.PrevValue) != "2" {
+				t.Fatalf("event 19: %+v, want previous 9=2", e)
+			}
+		default:
+			if e.PrevMissing {
+				t.Fatalf("event %d: previous value missing", e.Index)
+			}
+		}
+	}
+}
+
+// A machine opened over a shard without data knows every key: a key its
+// cache does not hold is absent, until the cache drops a key.
+func TestVersionCacheCompleteOnEmptyShard(t *testing.T) {
+	eng, err := storage.Open(t.TempDir(), storage.Options{CacheSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close()
+	m, err := Open(Config{ShardID: 1, Engine: eng, VersionCache: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !m.versions.complete {
+		t.Fatal("cache of an empty shard not complete")
+	}
+	ifAbsent := func(k string) wire.Command {
+		return wire.Command{RequestID: []byte("c" + k), Op: wire.OpPut, Cond: wire.CondIfAbsent, Key: []byte(k), Value: []byte("v")}
+	}
+	res := applyAll(m, []wire.Command{hput("a", "1"), ifAbsent("a"), ifAbsent("b"), hdel("c", 0)}, func() int { return 2 })
+	if res[1].Status != wire.StatusPreconditionFailed || res[2].Status != wire.StatusOK || res[3].Status != wire.StatusNotFound {
+		t.Fatalf("results %+v", res)
+	}
+	applyAll(m, []wire.Command{hput("d", "1"), hput("e", "1"), hput("f", "1")}, func() int { return 1 })
+	if m.versions.complete {
+		t.Fatal("cache still complete after dropping a key")
+	}
+	// Reopened over data: not complete; the dropped key is still known.
+	m2, err := Open(Config{ShardID: 1, Engine: eng, VersionCache: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m2.versions.complete {
+		t.Fatal("cache complete over a shard with data")
+	}
+	if res := applyAll(m2, []wire.Command{ifAbsent("a")}, func() int { return 1 }); res[0].Status != wire.StatusPreconditionFailed {
+		t.Fatalf("put if absent of an existing key: %+v", res[0])
+	}
+}

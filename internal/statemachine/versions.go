@@ -20,6 +20,10 @@ type versionCache struct {
 	// values: keep values too; valBytes: the capacity their copies hold.
 	values   bool
 	valBytes int
+	// complete: the cache holds every key of the shard that exists (it
+	// was opened over a shard without data and has dropped no key since),
+	// so a key it does not hold is absent.
+	complete bool
 }
 
 // versionSlot is one cached key.
@@ -44,6 +48,9 @@ const (
 func (c *versionCache) get(key []byte) (version uint64, val []byte, hasVal, known bool) {
 	i, known := c.m[string(key)]
 	if !known {
+		if c.complete {
+			return 0, nil, true, true
+		}
 		return 0, nil, false, false
 	}
 	s := &c.slots[i]
@@ -57,8 +64,9 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 		return
 	}
 	if c.m == nil {
-		c.m = make(map[string]int, c.max)
-		c.slots = make([]versionSlot, 0, c.max)
+		// Grown as keys come: a small shard's cache stays small.
+		c.m = make(map[string]int, min(c.max, 1024))
+		c.slots = make([]versionSlot, 0, min(c.max, 1024))
 	}
 	if i, ok := c.m[string(key)]; ok {
 		c.set(&c.slots[i], version, val, hasVal)
@@ -72,6 +80,7 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 	} else {
 		i = c.pos
 		delete(c.m, c.slots[i].key)
+		c.complete = false
 		c.pos = (c.pos + 1) % c.max
 	}
 	c.slots[i].key = k
@@ -101,14 +110,27 @@ func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bo
 	s.hasVal = true
 }
 
-// update sets key's version and value as put does, if the cache holds key.
+// update sets key's version and value as put does, if the cache holds key
+// (or, while complete, must hold it).
 func (c *versionCache) update(key []byte, version uint64, val []byte, hasVal bool) {
 	if i, ok := c.m[string(key)]; ok {
 		c.set(&c.slots[i], version, val, hasVal)
+	} else if c.complete && version != 0 {
+		c.put(key, version, val, hasVal)
 	}
 }
 
+// reset empties the cache; it is not complete until markComplete.
 func (c *versionCache) reset() {
 	clear(c.m)
 	c.slots, c.pos, c.valBytes = c.slots[:0], 0, 0
+	c.complete = false
+}
+
+// markComplete declares the (empty) cache complete: the shard has no
+// data.
+func (c *versionCache) markComplete() {
+	if c.max > 0 && len(c.slots) == 0 {
+		c.complete = true
+	}
 }

@@ -346,9 +346,31 @@ func (ws *watchStream) pump(w *watcher, id, from uint64) {
 		}
 		var evs []*mvccpb.Event
 		for i := range page.Events {
-			if e := &page.Events[i]; w.matches(e.Key, e.Delete) {
-				evs = append(evs, w.event(e))
+			e := &page.Events[i]
+			if !w.matches(e.Key, e.Delete) {
+				continue
 			}
+			if w.prevKV && e.PrevMissing {
+				// The value this change replaced is no longer in the
+				// history (the watch fell more than half the retention
+				// behind): send what came before it, then answer as
+				// compacted at it, as for a start the history no longer
+				// holds.
+				if len(evs) > 0 {
+					w.mu.Lock()
+					sent := ws.send(&pb.WatchResponse{Header: ws.s.header(e.Index - 1), WatchId: w.id, Events: evs})
+					if sent {
+						w.rev[id] = max(w.rev[id], e.Index-1)
+					}
+					w.mu.Unlock()
+					if !sent {
+						return
+					}
+				}
+				ws.compacted(w, e.Index+1)
+				return
+			}
+			evs = append(evs, w.event(e))
 		}
 		w.mu.Lock() // with the send: see sendProgress
 		sent := len(evs) == 0 || ws.send(&pb.WatchResponse{Header: ws.s.header(page.Next - 1), WatchId: w.id, Events: evs})

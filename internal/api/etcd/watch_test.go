@@ -203,3 +203,33 @@ func TestWatchStreamEndsWithTheNode(t *testing.T) {
 	}
 	<-stopped
 }
+
+// An event whose previous value the history no longer has ends a watch
+// with prev_kv as compacted at its revision, after the events before it;
+// a watch without prev_kv reports it.
+func TestWatchPrevMissingCompacts(t *testing.T) {
+	s, f := newTestServer(t)
+	st := watchClient(t, s)
+	f.set("k", "1")
+	f.set("k", "2")
+	f.set("k", "3")
+	f.mu.Lock()
+	f.history[1].PrevValue, f.history[1].PrevMissing = nil, true
+	f.mu.Unlock()
+	plain := create(t, st, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 1})
+	if r := recv(t, st); r.WatchId != plain.WatchId || evs(r) != "PUT k=1@1, PUT k=2@2, PUT k=3@3" {
+		t.Fatalf("watch without prev_kv: %v", r)
+	}
+	withPrev := create(t, st, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 1, PrevKv: true})
+	if r := recv(t, st); r.WatchId != withPrev.WatchId || evs(r) != "PUT k=1@1" {
+		t.Fatalf("watch with prev_kv, first response: %v, want the event before the missing one", r)
+	}
+	if r := recv(t, st); r.WatchId != withPrev.WatchId || !r.Canceled || r.CompactRevision != 3 {
+		t.Fatalf("watch with prev_kv: %v, want canceled with compact revision 3", r)
+	}
+	// From the event after it: served, with its previous value.
+	later := create(t, st, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 3, PrevKv: true})
+	if r := recv(t, st); r.WatchId != later.WatchId || evs(r) != "PUT k=3@3 prev 2@2" {
+		t.Fatalf("watch with prev_kv from 3: %v", r)
+	}
+}
