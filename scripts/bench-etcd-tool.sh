@@ -98,7 +98,7 @@ for nodes in $NODES; do
     [ $ok = 1 ] && break
     sleep 0.2
   done
-  [ $ok = 1 ] && cairn_cluster_wait "$CAIRN_BASE" || { echo "clusters did not become ready"; tail "$WORK"/*.log "$WORK"/n*/*.log; exit 1; }
+  [ $ok = 1 ] && NODES_N=$nodes cairn_cluster_wait "$CAIRN_BASE" || { echo "clusters did not become ready"; tail "$WORK"/*.log "$WORK"/n*/*.log; exit 1; }
   # The range cases read key foo: write it once on both.
   for eps in "$etcd_eps" "$cairn_eps"; do
     ETCDCTL_API=3 etcdctl --endpoints "${eps%,}" put foo bar >/dev/null
