@@ -79,7 +79,9 @@ for i in 1 2 3; do [ "$i" = "$NODE" ] || others+="$(url "$i"),"; done
 LOAD_PID=$!
 sleep 10
 
-# applied SHARD NODE: the applied index of SHARD on NODE; leader_of SHARD.
+# cluster NODE: GET /v1/cluster of NODE (empty when it does not answer).
+# Shards are named by their token start below: jq reads their 64-bit ids
+# as floats.
 cluster() { curl -fsS -m 2 "$(url "$1")/v1/cluster" 2>/dev/null || true; }
 
 idx=$((NODE - 1))
@@ -98,7 +100,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for i in 1 2 3; do
     [ "$i" = "$NODE" ] && continue
     while read -r sid applied; do target[$sid]=$applied; done < <(cluster "$i" |
-      jq -r --argjson me "$i" '.shards[] | select(.leader == $me and .applied != null) | "\(.id) \(.applied)"')
+      jq -r --argjson me "$i" '.shards[] | select(.leader == $me and .applied != null) | "\(.token_start) \(.applied)"')
   done
   http="" rl="" rs="" caught="" verified=""
   while [ -z "$http" ] || [ -z "$rl" ] || [ -z "$rs" ] || [ -z "$caught" ] || [ -z "$verified" ]; do
@@ -117,7 +119,7 @@ for round in $(seq 1 "$ROUNDS"); do
             n=$((n + 1))
             [ "$v" = true ] || ver=0
             [ -n "${target[$sid]:-}" ] && [ "$applied" -lt "${target[$sid]}" ] && ok=0
-          done < <(jq -r '.shards[] | select(.applied != null) | "\(.id) \(.applied) \(.verified)"' <<<"$c")
+          done < <(jq -r '.shards[] | select(.applied != null) | "\(.token_start) \(.applied) \(.verified)"' <<<"$c")
           echo "$t $(jq -c '[.shards[] | select(.applied != null) | [.id, .applied, .leader, .verified]]' <<<"$c") targets ${target[*]}" >>"$WORK/trace-$round.txt"
           [ "$n" -gt 0 ] && [ -z "$caught" ] && [ "$ok" = 1 ] && caught=$t
           [ "$n" -gt 0 ] && [ -z "$verified" ] && [ "$ver" = 1 ] && verified=$t
