@@ -20,7 +20,9 @@
 # it a temporary directory is loaded and removed. RATE: operations/s of the
 # load (YCSB A: half reads, half updates, over the two other nodes); NODE:
 # the node killed (1-3); DOWN: seconds it stays down; ROUNDS: kills in a
-# row. BASE: the first HTTP port (peers at BASE+1000..).
+# row. BASE: the first HTTP port (peers at BASE+1000..). The kill waits
+# until every replica of the freshly started cluster is verified (at most
+# VERIFY_WAIT, 600, seconds).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cluster.sh
@@ -53,6 +55,10 @@ trap cleanup EXIT INT TERM
 
 url() { echo "http://127.0.0.1:$((BASE + $1 - 1))"; }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+# cluster NODE: GET /v1/cluster of NODE (empty when it does not answer).
+# Shards are named by their token start below: jq reads their 64-bit ids
+# as floats.
+cluster() { curl -fsS -m 2 "$(url "$1")/v1/cluster" 2>/dev/null || true; }
 
 # shellcheck disable=SC2086
 cairn_cluster_start "$CAIRN" "$BASE" "$WORK" --etcd-addr off $SERVE_FLAGS
@@ -68,6 +74,20 @@ if [ ! -e "$WORK/loaded-$RECORDS" ]; then
 fi
 echo "data dir per node: $(du -sh "$WORK/cairn-$NODE" | cut -f1); load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 
+# Every node has just started over its data: its replicas serve no local
+# reads until a scrub verifies them (docs/scrub.md). The kill waits for
+# that, so that the restart measured is one node's, not the cluster's.
+t=$(now_ms)
+for _ in $(seq 1 "${VERIFY_WAIT:-600}"); do
+  all=1
+  for i in 1 2 3; do
+    [ "$(cluster "$i" | jq '[.shards[] | select(.applied != null) | .verified] | (length > 0 and all)')" = true ] || all=0
+  done
+  [ "$all" = 1 ] && break
+  sleep 1
+done
+echo "cluster start: every replica verified $((($(now_ms) - t) / 1000)) s after every shard had a leader (all=$all)"
+
 curl -fsS -X PUT --data-binary "restart-probe" "$(url 1)/v1/kv/restart-probe" >/dev/null
 
 # The load: over the nodes that are not killed, all along.
@@ -79,10 +99,6 @@ for i in 1 2 3; do [ "$i" = "$NODE" ] || others+="$(url "$i"),"; done
 LOAD_PID=$!
 sleep 10
 
-# cluster NODE: GET /v1/cluster of NODE (empty when it does not answer).
-# Shards are named by their token start below: jq reads their 64-bit ids
-# as floats.
-cluster() { curl -fsS -m 2 "$(url "$1")/v1/cluster" 2>/dev/null || true; }
 
 idx=$((NODE - 1))
 for round in $(seq 1 "$ROUNDS"); do
