@@ -370,8 +370,36 @@ func TestRestartRecoversAndCatchesUp(t *testing.T) {
 	}
 }
 
-func TestSnapshotCatchUpAfterTruncation(t *testing.T) {
+// A leader keeps the log a stopped follower lacks (a node killed and
+// restarted catches up from it, not from a snapshot of the whole shard),
+// up to 64 times TruncateBytes of log.
+func TestRestartCatchesUpFromLog(t *testing.T) {
 	c := newCluster(t, 3, 1, replica.Config{TruncateThreshold: 20, TruncateKeep: 2})
+	c.stop(3)
+	for i := 0; i < 100; i++ {
+		if _, _, err := c.nodes[1].coord.Put(ctx5(t), []byte(fmt.Sprint("k", i)), []byte(fmt.Sprint(i)), kv.WriteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lead := c.nodes[leaderOf(c, 1)]
+	c.start(3, false)
+	behind := c.nodes[3].st.Replica(1).Applied()
+	if first, _ := lead.st.Replica(1).LogBounds(); first > behind+1 {
+		t.Fatalf("leader log starts at %d, restarted replica applied %d: it needs a snapshot", first, behind)
+	}
+	eventually(t, 10*time.Second, func() error {
+		v, err := c.nodes[3].coord.Get(ctx5(t), []byte("k99"), kv.ReadOptions{Consistency: kv.Serializable})
+		if err != nil || string(v.Data) != "99" {
+			return fmt.Errorf("k99: %q %v", v.Data, err)
+		}
+		return nil
+	})
+}
+
+func TestSnapshotCatchUpAfterTruncation(t *testing.T) {
+	// 64 times TruncateBytes (1 KiB) is far less than the 100 writes' log: the
+	// leader stops keeping it for the stopped follower.
+	c := newCluster(t, 3, 1, replica.Config{TruncateThreshold: 20, TruncateKeep: 2, TruncateBytes: 16})
 	c.stop(3)
 	for i := 0; i < 100; i++ {
 		if _, _, err := c.nodes[1].coord.Put(ctx5(t), []byte(fmt.Sprint("k", i)), []byte(fmt.Sprint(i)), kv.WriteOptions{}); err != nil {

@@ -263,7 +263,9 @@ func TestListWithANodeDown(t *testing.T) {
 // the snapshot's data, not of what it held before: its own serializable
 // listing and index query (served by its local replica) are exact.
 func TestIndexesAfterSnapshot(t *testing.T) {
-	c := newCluster(t, 3, 1, replica.Config{TruncateThreshold: 20, TruncateKeep: 2})
+	// TruncateBytes: the leader keeps the stopped follower's log only up
+	// to 64 times that (1 KiB): node 3 needs a snapshot.
+	c := newCluster(t, 3, 1, replica.Config{TruncateThreshold: 20, TruncateKeep: 2, TruncateBytes: 16})
 	put := func(k, tag string) {
 		t.Helper()
 		opts := kv.WriteOptions{Index: []wire.IndexTerm{term(t, "tag_bin", tag)}}

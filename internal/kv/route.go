@@ -36,9 +36,11 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 	paths := func() {
 		local = c.cfg.Store.Replica(d.ID)
 		// Not through a learner: one still catching up may take its
-		// proposal in a snapshot, never answering it.
+		// proposal in a snapshot, never answering it. Nor a read through
+		// a replica not yet verified (a node just restarted, docs/scrub.md):
+		// it would wait for the scrub; the leader answers it.
 		viaRaft = local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
-			(req.Kind == wire.KindWrite || req.Kind == wire.KindRead) && int(req.Ack) <= c.majority()
+			(req.Kind == wire.KindWrite || req.Kind == wire.KindRead && local.Verified()) && int(req.Ack) <= c.majority()
 	}
 	paths()
 	for {

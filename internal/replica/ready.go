@@ -420,11 +420,13 @@ func (r *Replica) resolveReadsLocked() {
 // maybeTruncateLocked drops applied log entries once more than
 // TruncateThreshold entries or TruncateBytes bytes have piled up, keeping
 // TruncateKeep entries below the applied index — and, on a leader,
-// everything an active follower still lacks and everything after the
-// index of a snapshot being sent (a follower that is down gets a
-// snapshot when it returns). The truncation batch is synced, which makes
-// every earlier (unsynced) apply batch durable first, so entries are only
-// removed once applied durably.
+// everything a follower still lacks (one that is down included, or one
+// whose progress a new leader does not know yet: a node restarted after a
+// crash then catches up from the log instead of a snapshot of the whole
+// shard) and everything after the index of a snapshot being sent, up to
+// 64 times TruncateBytes of log. The truncation batch is synced, which
+// makes every earlier (unsynced) apply batch durable first, so entries are
+// only removed once applied durably.
 func (r *Replica) maybeTruncateLocked() {
 	first, _ := r.log.Bounds()
 	applied := r.applied.Load()
@@ -441,8 +443,15 @@ func (r *Replica) maybeTruncateLocked() {
 	// next entry is gone) is not waited for.
 	if r.leader.Load() == r.cfg.NodeID && since < 64*r.cfg.TruncateBytes {
 		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != r.cfg.NodeID && pr.RecentActive && pr.Match+1 >= first && pr.Match < upTo {
+			if id != r.cfg.NodeID && pr.Match+1 >= first && pr.Match < upTo {
 				upTo = pr.Match
+			}
+			// A follower whose progress this leader has not learnt since
+			// it was elected (Match 0: down, or still being probed after
+			// a restart) may need any entry: none is cut until the bound
+			// above.
+			if id != r.cfg.NodeID && pr.Match == 0 && pr.State != tracker.StateSnapshot {
+				upTo = min(upTo, first-1)
 			}
 			// A follower being sent a snapshot (a learner a move adds)
 			// continues from the snapshot's index: cutting the log past

@@ -224,6 +224,8 @@ type Server struct {
 	snapshotRate atomic.Int64
 	// fallbackNext rotates readThroughPeer's first member.
 	fallbackNext atomic.Uint64
+	// began: when New was called; the startup phases are logged from it.
+	began time.Time
 }
 
 // faults is the node's fault hook for the admin API.
@@ -323,7 +325,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, removed: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, removed: make(chan struct{}), began: time.Now()}
 	s.stopping, s.beginsStop = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.snapshotRate.Store(cfg.SnapshotRate)
@@ -340,6 +342,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	s.log.Info("startup: opened the storage engine", "took", time.Since(s.began).Round(time.Microsecond).String())
 	s.eng = eng
 	s.disk = newDiskGuard(cfg.DataDir, uint64(max(cfg.DiskReserveBytes, 0)), uint64(cfg.QuotaBytes), eng.DiskUsage, log)
 	s.disk.check()
@@ -580,7 +583,7 @@ func (s *Server) Start() {
 	s.startMembership()
 	s.log.Info("node started", "http", s.lis.Addr().String(), "peer", s.tr.Addr(), "etcd", s.EtcdAddr(), "fresh", s.fresh,
 		"client_tls", !s.cfg.TLS.IsZero(), "peer_tls", !s.cfg.PeerTLS.IsZero(),
-		"replicas", len(s.store.Replicas()))
+		"replicas", len(s.store.Replicas()), "startup", time.Since(s.began).Round(time.Microsecond).String())
 }
 
 // HTTPAddr is the address HTTP listens on.

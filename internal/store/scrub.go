@@ -80,6 +80,11 @@ type scrubState struct {
 	proposed  map[uint64]time.Time          // unverified shards: last proposal
 	repairing map[uint64]bool
 	stats     ScrubStats
+	// busy: scrubs of each shard queued, hashed or compared on this node
+	// now; an unverified replica's next scrub is proposed only once its
+	// last one is done (a large shard's hash takes longer than
+	// unverifiedRetry, and every replica of the shard hashes each scrub).
+	busy map[uint64]int
 }
 
 func (st *scrubState) init() {
@@ -87,6 +92,7 @@ func (st *scrubState) init() {
 	st.results = map[uint64][]wire.ScrubResult{}
 	st.last = map[uint64]ShardScrub{}
 	st.proposed = map[uint64]time.Time{}
+	st.busy = map[uint64]int{}
 	st.repairing = map[uint64]bool{}
 }
 
@@ -95,6 +101,7 @@ func (st *scrubState) init() {
 func (s *Store) queueScrub(shardID, id, index, start, end uint64, snap *storage.Snapshot) {
 	s.scrub.Lock()
 	s.scrub.queue = append(s.scrub.queue, scrubJob{shard: shardID, id: id, index: index, start: start, end: end, snap: snap})
+	s.scrub.busy[shardID]++
 	s.scrub.Unlock()
 	select {
 	case s.scrub.wake <- struct{}{}:
@@ -123,7 +130,7 @@ func (s *Store) scrubber() {
 				continue
 			}
 			s.scrub.Lock()
-			due := now.Sub(s.scrub.proposed[r.ID()]) >= unverifiedRetry
+			due := s.scrub.busy[r.ID()] == 0 && now.Sub(s.scrub.proposed[r.ID()]) >= unverifiedRetry
 			if due {
 				s.scrub.proposed[r.ID()] = now
 			}
@@ -192,6 +199,7 @@ func (s *Store) hasher() {
 			j.snap.Close()
 			if err != nil {
 				s.cfg.Logger.Error("scrub: hashing a replica", "shard", j.shard, "index", j.index, "err", err)
+				s.scrubDone(j.shard)
 				continue
 			}
 			res := wire.ScrubResult{ID: j.id, Index: j.index, Keys: keys, Root: rootOf(leaves), Leaves: leaves}
@@ -203,9 +211,18 @@ func (s *Store) hasher() {
 			s.scrub.results[j.shard] = rs
 			s.scrub.stats.Scrubs++
 			s.scrub.Unlock()
-			s.goFunc(func() { s.compare(j.shard, res) })
+			s.goFunc(func() { defer s.scrubDone(j.shard); s.compare(j.shard, res) })
 		}
 	}
+}
+
+// scrubDone ends a scrub of shardID counted busy by queueScrub.
+func (s *Store) scrubDone(shardID uint64) {
+	s.scrub.Lock()
+	if s.scrub.busy[shardID]--; s.scrub.busy[shardID] <= 0 {
+		delete(s.scrub.busy, shardID)
+	}
+	s.scrub.Unlock()
 }
 
 // scrubResult returns this node's result of scrub id of a shard.

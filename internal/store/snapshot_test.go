@@ -46,7 +46,10 @@ func (c *grpcCluster) start(id uint64, fresh bool) {
 	// loaded machine (the race detector, parallel packages) churn leaders.
 	cfg := Config{NodeID: id, Engine: eng, Map: c.m, TickInterval: 50 * time.Millisecond,
 		BalanceInterval: -1, SickThreshold: -1, OrphanInterval: 100 * time.Millisecond, PeerWait: 2 * time.Second, SnapshotChunk: testChunk, Logger: quiet,
-		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2}}
+		// A leader keeps the log of a stopped follower only up to 64
+		// times TruncateBytes (1 KiB here): the tests that stop a node
+		// make it need a snapshot.
+		Replica: replica.Config{TruncateThreshold: 20, TruncateKeep: 2, TruncateBytes: 16}}
 	if c.tune != nil {
 		c.tune(&cfg)
 	}

@@ -202,6 +202,8 @@ type Store struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	// startup: what the replicas' opening saw (startup.go).
+	startup startupInfo
 }
 
 // New opens every local replica of the map. bootstrap allows creating the
@@ -220,9 +222,11 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 	s.scrub.init()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.sched = newSched(nil)
+	began := time.Now()
 	if err := s.openReplicas(bootstrap); err != nil {
 		return nil, err
 	}
+	s.noteOpened(began)
 	return s, nil
 }
 
@@ -274,6 +278,7 @@ func (s *Store) Start(campaign bool) {
 	}
 	s.goFunc(s.ticker)
 	s.goFunc(s.reaper)
+	s.goFunc(s.startupWatch)
 	if s.cfg.OrphanInterval > 0 {
 		s.goFunc(s.orphans)
 	}
