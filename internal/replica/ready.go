@@ -443,14 +443,17 @@ func (r *Replica) maybeTruncateLocked() {
 	// next entry is gone) is not waited for.
 	if r.leader.Load() == r.cfg.NodeID && since < 64*r.cfg.TruncateBytes {
 		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != r.cfg.NodeID && pr.Match+1 >= first && pr.Match < upTo {
+			// With CutPastDown only active followers whose progress is
+			// known hold the log back (a snapshot being sent still does).
+			wait := !r.cfg.CutPastDown || pr.RecentActive && pr.Match > 0
+			if wait && id != r.cfg.NodeID && pr.Match+1 >= first && pr.Match < upTo {
 				upTo = pr.Match
 			}
 			// A follower whose progress this leader has not learnt since
 			// it was elected (Match 0: down, or still being probed after
 			// a restart) may need any entry: none is cut until the bound
 			// above.
-			if id != r.cfg.NodeID && pr.Match == 0 && pr.State != tracker.StateSnapshot {
+			if wait && id != r.cfg.NodeID && pr.Match == 0 && pr.State != tracker.StateSnapshot {
 				upTo = min(upTo, first-1)
 			}
 			// A follower being sent a snapshot (a learner a move adds)

@@ -61,6 +61,12 @@ type Config struct {
 	// flushes its memtable lets the dead entries vanish there instead of
 	// being written to tables and compacted. Default 1 MiB.
 	TruncateBytes uint64
+	// CutPastDown: a leader cuts its log past followers that are not
+	// recently active or whose progress it has not learnt (they catch up
+	// by snapshot), as it does past any follower once 64 × TruncateBytes
+	// have piled up. Off by default: a node restarted after a crash then
+	// catches up from the log. Tests of the snapshot path turn it on.
+	CutPastDown bool
 	// TruncateKeep: entries kept below the applied index after a
 	// truncation, for followers that are a little behind. A leader also
 	// keeps what its active followers have not acknowledged yet. Default

@@ -196,6 +196,7 @@ func (e *Env) replicaConfig(nd *Node) replica.Config {
 		TruncateThreshold: e.cfg.TruncateThreshold,
 		TruncateKeep:      e.cfg.TruncateKeep,
 		TruncateBytes:     e.cfg.TruncateBytes,
+		CutPastDown:       e.cfg.CutPastDown,
 		DedupTTL:          e.cfg.DedupTTL,
 		Clock:             func() time.Duration { return e.mono + nd.skew },
 		Logger:            e.opts.Logger.With("node", nd.ID),

@@ -21,6 +21,7 @@ type nodeConfig struct {
 	TruncateKeep                uint64
 	TruncateBytes               uint64
 	DedupTTL                    time.Duration
+	CutPastDown                 bool
 }
 
 // dataDir is where every node's engine lives on its own in-memory FS.
