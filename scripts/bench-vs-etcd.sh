@@ -8,6 +8,7 @@
 #   CASES="put-1 put-1000" OUT=/tmp/r scripts/bench-vs-etcd.sh   # some cases only
 #   (put-half: the open loop at half of each system's put-1000 throughput)
 #   ETCD_TOOL=0 ...   # without the runs of etcd's own benchmark tool (scripts/bench-etcd-tool.sh)
+#   WRK=0 ...         # without the wrk runs of scripts/bench-entity.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cluster.sh
@@ -188,11 +189,34 @@ done
 } > "$OUT/machine.md"
 echo "report: $OUT/report.md"
 
+cleanup
+trap - EXIT INT TERM
+
+# wrk (Debian's) against the entity API, one request at a time per
+# connection (scripts/bench-entity.sh, on a fresh cluster of its own); its
+# table joins the report.
+if [ "${WRK:-1}" = 1 ]; then
+  if CAIRN="$CAIRN" DURATION="$DURATION" scripts/bench-entity.sh >"$OUT/entity-wrk.txt" 2>&1; then
+    {
+      echo
+      echo "## The entity API through wrk"
+      echo
+      echo "\`scripts/bench-entity.sh\` (\`make bench-entity\`): wrk, plain HTTP/1.1 keep-alive,"
+      echo "one request at a time per connection, 50/50 PUT/GET of \`/v0/entity?id=<1..10000>\`,"
+      echo "$DURATION per point, against a fresh three-node Cairn:"
+      echo
+      echo '```'
+      sed -n '/^replicas/,$p' "$OUT/entity-wrk.txt"
+      echo '```'
+    } >>"$OUT/report.md"
+  else
+    echo "bench-entity failed (see $OUT/entity-wrk.txt)"
+  fi
+fi
+
 # etcd's own benchmark tool drives both systems too (3 and 5 nodes), once
 # the clusters above are stopped; its table joins the report.
 if [ "${ETCD_TOOL:-1}" = 1 ]; then
-  cleanup
-  trap - EXIT INT TERM
   # The committed report's tool run goes where `make bench-etcd-tool`
   # writes it (docs/benchmarks/etcd-tool); another OUT gets it inside.
   tool_out="$OUT/etcd-tool" tool_link="etcd-tool/report.md"
