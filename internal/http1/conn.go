@@ -212,7 +212,7 @@ func (c *conn) readLoop(br *bufio.Reader, slots chan<- *slot) {
 		c.mu.Lock()
 		c.mu.running++
 		c.mu.Unlock()
-		c.s.run(func() { c.handle(req, held, sl) })
+		c.s.work.Run(func() { c.handle(req, held, sl) })
 		if closeAfter {
 			return
 		}

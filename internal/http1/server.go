@@ -101,7 +101,7 @@ type Server struct {
 	tls      tlsState
 	wg       sync.WaitGroup
 	// work hands requests to idle handler goroutines.
-	work chan func()
+	work Workers
 }
 
 // H2Server serves the HTTP/2 connections a Server hands over: an
@@ -191,7 +191,7 @@ func (s *Server) Serve(l net.Listener) error {
 	s.mu.lis = append(s.mu.lis, l)
 	if s.mu.conns == nil {
 		s.mu.conns = map[*conn]struct{}{}
-		s.work = make(chan func())
+		s.work = NewWorkers()
 		s.bodies.limit = s.bodyBudget()
 	}
 	if s.H2 != nil && s.h2lis == nil {
@@ -313,41 +313,5 @@ func (s *Server) Shutdown(ctx context.Context) error {
 func (s *Server) logf(msg string, args ...any) {
 	if s.Logger != nil {
 		s.Logger.Debug(msg, args...)
-	}
-}
-
-// workerIdle: a handler goroutine waits this long for more work before
-// it exits. Reusing goroutines saves growing a fresh stack per request.
-const workerIdle = 10 * time.Second
-
-// run runs f on an idle handler goroutine, or a new one.
-func (s *Server) run(f func()) {
-	select {
-	case s.work <- f:
-	default:
-		go s.worker(f)
-	}
-}
-
-// worker runs f and then what it is handed, until it was handed nothing
-// for a whole workerIdle (it ends after one to two of them: its timer is
-// not reset per request, which cost a timer operation each).
-func (s *Server) worker(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case f = <-s.work:
-			continue
-		case <-t.C:
-		}
-		// A workerIdle passed with work done in it: wait one more.
-		t.Reset(workerIdle)
-		select {
-		case f = <-s.work:
-		case <-t.C:
-			return
-		}
 	}
 }

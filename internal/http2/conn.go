@@ -504,7 +504,7 @@ func (c *conn) endStream(st *stream) {
 	c.mu.running++
 	c.mu.active[st.id] = st
 	c.mu.Unlock()
-	c.s.run(func() { c.handle(st) })
+	c.s.work.Run(func() { c.handle(st) })
 }
 
 // answer sends a short answer without a handler (the stream is refused).

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/http1"
 )
 
 // Server serves HTTP/2 connections.
@@ -37,13 +39,13 @@ type Server struct {
 	}
 	wg     sync.WaitGroup
 	bodies atomic.Int64
-	work   chan func()
+	work   http1.Workers
 	once   sync.Once
 }
 
 func (s *Server) init() {
 	s.once.Do(func() {
-		s.work = make(chan func())
+		s.work = http1.NewWorkers()
 		s.mu.conns = map[*conn]struct{}{}
 	})
 }
@@ -192,36 +194,5 @@ func (s *Server) takeBody(n int64) bool {
 func (s *Server) giveBody(n int64) {
 	if n != 0 {
 		s.bodies.Add(-n)
-	}
-}
-
-// workerIdle: a handler goroutine waits this long for more work before it
-// exits (reusing goroutines saves growing a fresh stack per request).
-const workerIdle = 10 * time.Second
-
-func (s *Server) run(f func()) {
-	select {
-	case s.work <- f:
-	default:
-		go s.worker(f)
-	}
-}
-
-func (s *Server) worker(f func()) {
-	t := time.NewTimer(workerIdle)
-	defer t.Stop()
-	for {
-		f()
-		select {
-		case f = <-s.work:
-			continue
-		case <-t.C:
-		}
-		t.Reset(workerIdle)
-		select {
-		case f = <-s.work:
-		case <-t.C:
-			return
-		}
 	}
 }
