@@ -20,7 +20,7 @@ import (
 type benchOpts struct {
 	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
 	cpuProfile, ca, cert, key, token                                                                  string
-	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                               int
+	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength, indexTerms                   int
 	total, keys, records                                                                              uint64
 	duration, warmup, timeout                                                                         time.Duration
 	rate                                                                                              float64
@@ -59,6 +59,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
 	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large; nhs: get, head_get, update, insert, index_query)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
+	f.IntVar(&o.indexTerms, "index-terms", 0, "put, entity: secondary-index terms on every write (X-Cairn-Index-* headers; Cairn targets)")
 	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (up to --pipeline requests in flight per connection) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
 	f.StringVar(&o.cpuProfile, "cpuprofile", "", "write the load generator's own CPU profile to this file")
 	f.IntVar(&o.pipeline, "pipeline", 1, "Cairn targets over HTTP/1.1: requests in flight per connection (1: one at a time, as wrk and curl)")
@@ -122,7 +123,10 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	}
 	params := bench.Params{Workload: o.workload, KeySize: o.keySize, ValSize: valSize, Keys: o.keys, Sequential: o.sequential,
 		Consistency: map[bool]string{true: "serializable", false: "linearizable"}[serializable], Mix: mix, Replicas: o.replicas,
-		Records: o.records, FieldCount: o.fieldCount, FieldLength: o.fieldLength, Distribution: o.distribution}
+		Records: o.records, FieldCount: o.fieldCount, FieldLength: o.fieldLength, Distribution: o.distribution, IndexTerms: o.indexTerms}
+	if o.indexTerms != 0 && strings.HasPrefix(o.target, "etcd://") {
+		return usageError{fmt.Errorf("--index-terms needs a Cairn (http:// or https://) target: etcd has no secondary indexes")}
+	}
 	wl, err := bench.NewWorkload(params)
 	if err != nil {
 		return usageError{err}

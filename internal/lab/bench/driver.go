@@ -293,6 +293,12 @@ func (d *httpDriver) EntityPut(ctx context.Context, conn int, id, val []byte) er
 	return d.do(ctx, conn, id, http.MethodPut, d.entityURL(id), val)
 }
 
+// EntityPutIndexed is EntityPut with index terms as X-Cairn-Index-*
+// headers.
+func (d *httpDriver) EntityPutIndexed(ctx context.Context, conn int, id, val []byte, index [][2]string) error {
+	return d.doH(ctx, conn, id, http.MethodPut, d.entityURL(id), val, indexHeaders(index))
+}
+
 func (d *httpDriver) EntityGet(ctx context.Context, conn int, id []byte) error {
 	return d.do(ctx, conn, id, http.MethodGet, d.entityURL(id), nil)
 }

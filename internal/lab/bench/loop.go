@@ -180,6 +180,12 @@ func (lc *loopConn) queueLocked(c *loopClient) {
 		b = append(b, t...)
 	}
 	if method == http.MethodPut {
+		for _, h := range indexHeaders(c.op.Index) {
+			b = append(b, "\r\n"...)
+			b = append(b, h[0]...)
+			b = append(b, ": "...)
+			b = append(b, h[1]...)
+		}
 		b = append(b, "\r\nContent-Length: "...)
 		b = strconv.AppendInt(b, int64(len(body)), 10)
 	}

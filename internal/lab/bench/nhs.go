@@ -127,12 +127,14 @@ type indexPreloader interface {
 	PreloadIndex(i uint64) [][2]string
 }
 
-// IndexDriver is what the nhs workload needs of a driver beyond Driver:
-// writes with index terms, HEAD and 2i range queries. The Cairn HTTP
-// driver has it.
+// IndexDriver is what the nhs workload (and --index-terms) needs of a
+// driver beyond Driver: writes with index terms, HEAD and 2i range
+// queries. The Cairn HTTP driver has it.
 type IndexDriver interface {
 	// PutIndexed writes key=val with index terms (name, term pairs).
 	PutIndexed(ctx context.Context, conn int, key, val []byte, index [][2]string) error
+	// EntityPutIndexed is EntityPut (v0) with index terms.
+	EntityPutIndexed(ctx context.Context, conn int, id, val []byte, index [][2]string) error
 	// Head reads key's metadata, not its value.
 	Head(ctx context.Context, conn int, key []byte) error
 	// IndexRange reads the first page (up to limit) of a range query on

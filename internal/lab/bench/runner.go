@@ -33,6 +33,9 @@ func ErrKind(err error) string {
 func exec(ctx context.Context, d Driver, conn int, op Op) error {
 	switch op.Kind {
 	case KindPut:
+		if len(op.Index) > 0 {
+			return execIndexed(ctx, d, conn, Op{Kind: KindPutIndexed, Key: op.Key, Value: op.Value, Index: op.Index})
+		}
 		return d.Put(ctx, conn, op.Key, op.Value)
 	case KindGet:
 		return d.Get(ctx, conn, op.Key)
@@ -44,6 +47,13 @@ func exec(ctx context.Context, d Driver, conn int, op Op) error {
 		}
 		return d.Put(ctx, conn, op.Key, op.Value)
 	case KindEntityPut:
+		if len(op.Index) > 0 {
+			id, ok := d.(IndexDriver)
+			if !ok {
+				return errIndexUnsupported
+			}
+			return id.EntityPutIndexed(ctx, conn, op.Key, op.Value, op.Index)
+		}
 		return d.EntityPut(ctx, conn, op.Key, op.Value)
 	case KindEntityGet:
 		return d.EntityGet(ctx, conn, op.Key)

@@ -32,7 +32,8 @@ type Op struct {
 	Key   []byte
 	Value []byte
 	Limit int // KindScan: the records to read; KindIndexRange: max_results
-	// Index: KindPutIndexed's terms as (index name, term) pairs.
+	// Index: the write's index terms as (index name, term) pairs
+	// (KindPutIndexed; KindPut and KindEntityPut with --index-terms).
 	Index [][2]string
 	// Start and End: KindIndexRange's inclusive term range.
 	Start, End string
@@ -52,6 +53,9 @@ type Params struct {
 	FieldCount   int            `json:"field_count"`
 	FieldLength  int            `json:"field_length"`
 	Distribution string         `json:"distribution,omitempty"`
+	// IndexTerms: the put and entity workloads' writes carry this many
+	// secondary-index terms (terms.go). Default 0: none.
+	IndexTerms int `json:"index_terms,omitempty"`
 }
 
 // Workload generates operations. Next is called concurrently, each caller
@@ -79,6 +83,9 @@ func NewWorkload(p Params) (Workload, error) {
 	}
 	if p.ValSize < 0 {
 		return nil, fmt.Errorf("bench: --val-size must be >= 0")
+	}
+	if err := validIndexTerms(p); err != nil {
+		return nil, err
 	}
 	switch p.Workload {
 	case "put":
@@ -217,7 +224,7 @@ func (w *putWL) Next(r *rand.Rand) Op {
 	} else {
 		i = uint64(r.Int63n(int64(w.p.Keys)))
 	}
-	return Op{Name: "put", Kind: KindPut, Key: fixedKey(i, w.p.KeySize), Value: w.val}
+	return Op{Name: "put", Kind: KindPut, Key: fixedKey(i, w.p.KeySize), Value: w.val, Index: benchTerms(r, w.p.IndexTerms)}
 }
 
 type rangeWL struct {
@@ -263,7 +270,7 @@ func (w *entityWL) Next(r *rand.Rand) Op {
 	if w.p.ValSize > 0 {
 		val = randValue(w.p.ValSize, int64(id))
 	}
-	return Op{Name: "put", Kind: KindEntityPut, Key: key, Value: val}
+	return Op{Name: "put", Kind: KindEntityPut, Key: key, Value: val, Index: benchTerms(r, w.p.IndexTerms)}
 }
 
 type largeWL struct {
