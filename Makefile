@@ -6,7 +6,7 @@ LDFLAGS := -X main.version=$(VERSION)
 # Every package but the integration tests (those run real processes).
 PKGS     = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd bench-entity docker-image docker-test rules-test etcd-benchmark bench-etcd-tool
+.PHONY: all build demo test test-deps unit race fuzz lint integration clean bench-vs-etcd bench-entity docker-image docker-test rules-test etcd-benchmark bench-etcd-tool bench-features
 
 all: build
 
@@ -101,6 +101,12 @@ bench-vs-etcd: build
 # connections, replicas=2/3 and 3/3.
 bench-entity: build
 	scripts/bench-entity.sh
+
+# The performance cases with features on (TLS on the client port, two
+# secondary-index terms per write) beside the default settings, one run;
+# writes docs/benchmarks/features/.
+bench-features: build
+	scripts/bench-features.sh
 
 # etcd's own benchmark tool, built from etcd's Go modules (the module proxy
 # serves go.etcd.io/etcd/v3) by a module of its own, tools/etcd-benchmark,

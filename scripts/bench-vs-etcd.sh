@@ -9,6 +9,7 @@
 #   (put-half: the open loop at half of each system's put-1000 throughput)
 #   ETCD_TOOL=0 ...   # without the runs of etcd's own benchmark tool (scripts/bench-etcd-tool.sh)
 #   WRK=0 ...         # without the wrk runs of scripts/bench-entity.sh
+#   FEATURES=0 ...    # without the runs with features on (scripts/bench-features.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/cluster.sh
@@ -232,5 +233,26 @@ if [ "${ETCD_TOOL:-1}" = 1 ]; then
       echo
       sed -n '/^| nodes | case | system/,/^$/p' "$OUT/etcd-tool/report.md"
     } >>"$OUT/report.md"
+  fi
+fi
+
+# The goals' cases with features on (TLS on the client port, two index
+# terms per write), beside the default settings in a run of their own
+# (scripts/bench-features.sh); its table joins the report.
+if [ "${FEATURES:-1}" = 1 ]; then
+  feat_out="$OUT/features" feat_link="features/report.md"
+  [ "$OUT" = docs/benchmarks/vs-etcd ] && feat_out=docs/benchmarks/features feat_link=../features/report.md
+  if OUT="$feat_out" CAIRN="$CAIRN" DURATION="$DURATION" scripts/bench-features.sh; then
+    {
+      echo
+      echo "## With features on"
+      echo
+      echo "TLS on the client port and two secondary-index terms per write, each beside"
+      echo "the default settings in one run ([$feat_link]($feat_link)):"
+      echo
+      sed -n '/^| case | config/,/^$/p' "$feat_out/report.md"
+    } >>"$OUT/report.md"
+  else
+    echo "bench-features failed"
   fi
 fi

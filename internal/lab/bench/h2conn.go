@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"net"
 	"net/http"
 	"runtime"
@@ -30,9 +31,31 @@ func newH2Transport(tlsCfg *tls.Config) http.RoundTripper {
 		}
 		return tr
 	}
+	// Over TLS too: the coalescing sits under the TLS records, so the
+	// frames of many requests leave in one write of one or more records.
 	cfg := tlsCfg.Clone()
 	cfg.NextProtos = []string{"h2"}
 	tr.TLSClientConfig = cfg
+	tr.DialTLSContext = func(ctx context.Context, network, addr string, c *tls.Config) (net.Conn, error) {
+		nc, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if c.ServerName == "" {
+			c = c.Clone()
+			c.ServerName, _, _ = net.SplitHostPort(addr)
+		}
+		tc := tls.Client(newCoalescingConn(nc), c)
+		if err := tc.HandshakeContext(ctx); err != nil {
+			tc.Close()
+			return nil, err
+		}
+		if p := tc.ConnectionState().NegotiatedProtocol; p != "h2" {
+			tc.Close()
+			return nil, fmt.Errorf("bench: %s did not agree to HTTP/2 (ALPN %q)", addr, p)
+		}
+		return tc, nil
+	}
 	return tr
 }
 

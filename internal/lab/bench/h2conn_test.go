@@ -3,10 +3,13 @@ package bench
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,5 +106,46 @@ func TestHTTP2DriverPuts(t *testing.T) {
 	wg.Wait()
 	if puts.Load() != 50 || proto2.Load() != 50 {
 		t.Fatalf("puts %d, over HTTP/2 %d; want 50", puts.Load(), proto2.Load())
+	}
+}
+
+// Over TLS the driver agrees on HTTP/2 by ALPN, through the coalescing
+// connection.
+func TestHTTP2DriverPutsOverTLS(t *testing.T) {
+	var puts, proto2 atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if r.Method == http.MethodPut && len(b) == 100 && r.TLS != nil {
+			puts.Add(1)
+		}
+		if r.ProtoMajor == 2 {
+			proto2.Add(1)
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	srv.EnableHTTP2 = true
+	srv.StartTLS()
+	defer srv.Close()
+	pool := x509.NewCertPool()
+	pool.AddCert(srv.Certificate())
+	d, err := newHTTPDriver(DriverConfig{Target: srv.URL, TLS: &tls.Config{RootCAs: pool}, Conns: 2, HTTP2: true,
+		Timeout: 5 * time.Second, Route: RouteFixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 50; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			if err := d.Put(context.Background(), i, []byte(fmt.Sprint("k", i)), make([]byte, 100)); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	if puts.Load() != 50 || proto2.Load() != 50 {
+		t.Fatalf("puts over TLS %d, over HTTP/2 %d; want 50", puts.Load(), proto2.Load())
 	}
 }
