@@ -87,9 +87,15 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		// version and the history still holds the write of that version
 		// (then the event refers to it: see refersBack).
 		curVersion, curData, haveData, known = m.versions.get(cmd.Key)
-		if history && known && curVersion != 0 && !haveData && !m.clock.indexed && m.refersBack(index, curVersion) {
+		// On an indexed shard the write also needs the terms it
+		// replaces, which the cache may know too.
+		termsKnown := !m.clock.indexed
+		if known && !termsKnown {
+			oldTerms, termsKnown = m.versions.termsOf(cmd.Key)
+		}
+		if history && known && curVersion != 0 && !haveData && termsKnown && m.refersBack(index, curVersion) {
 			prevRef = true
-		} else if !known || m.clock.indexed || (history && curVersion != 0 && !haveData) {
+		} else if !known || !termsKnown || (history && curVersion != 0 && !haveData) {
 			cur, err := b.Get(key)
 			switch {
 			case err == nil:
@@ -148,6 +154,17 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 	default:
 		curData, haveData = nil, true
 	}
+	// And its index terms: the put's, none after a delete, unchanged
+	// otherwise (oldTerms, read or cached: a shard without indexed
+	// objects has none, and an indexed one always looks them up).
+	curTerms := oldTerms
+	switch {
+	case res.Status != wire.StatusOK:
+	case cmd.Op == wire.OpPut:
+		curTerms = cmd.Index
+	default:
+		curTerms = nil
+	}
 	if looked {
 		m.versions.put(cmd.Key, curVersion, curData, haveData)
 	} else {
@@ -156,6 +173,7 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		// Pebble read only where it is needed.
 		m.versions.update(cmd.Key, curVersion, curData, haveData)
 	}
+	m.versions.setTerms(cmd.Key, curTerms)
 	if len(cmd.RequestID) > 0 {
 		bucket := m.dedupBucket(m.clock.now)
 		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, encodeDedupResult(fp, res))

@@ -77,13 +77,20 @@ const (
 	// history when it was written (apply.go; no terms on either side).
 	eventPutRef    = 'q'
 	eventDeleteRef = 'e'
+	// The kinds by reference of a write on a shard with indexed objects:
+	// the new object's terms come first; the replaced one's are those of
+	// the event referred to (its Terms).
+	eventPutRefTerms    = 'Q'
+	eventDeleteRefTerms = 'E'
 )
 
 // encodeEvent encodes e without its index (which is in the key):
 // kind(1) | [terms] | uvarint len(key) | key | uvarint len(value) | value |
 // uvarint prevVersion | prevValue, where terms, for the kinds with terms,
 // are uvarint len | wire.AppendIndexTerms of Terms, then the same of
-// PrevTerms. The kinds by reference (prevRef) have no prevValue.
+// PrevTerms. The kinds by reference (prevRef) have no prevValue, and
+// those with terms only Terms (their PrevTerms are the Terms of the event
+// referred to).
 func encodeEvent(e *Event) []byte {
 	return appendEvent(make([]byte, 0, 1+3*binary.MaxVarintLen64+len(e.Key)+len(e.Value)+len(e.PrevValue)), e)
 }
@@ -94,12 +101,21 @@ func appendEvent(b []byte, e *Event) []byte {
 	if e.Delete {
 		kind = eventDelete
 	}
-	if e.prevRef {
+	if e.prevRef && len(e.Terms) == 0 && len(e.PrevTerms) == 0 {
 		kind = eventPutRef
 		if e.Delete {
 			kind = eventDeleteRef
 		}
 		b = append(b, kind)
+	} else if e.prevRef {
+		kind = eventPutRefTerms
+		if e.Delete {
+			kind = eventDeleteRefTerms
+		}
+		b = append(b, kind)
+		enc := wire.AppendIndexTerms(nil, e.Terms)
+		b = binary.AppendUvarint(b, uint64(len(enc)))
+		b = append(b, enc...)
 	} else if len(e.Terms) > 0 || len(e.PrevTerms) > 0 {
 		kind = eventPutTerms
 		if e.Delete {
@@ -132,7 +148,7 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 		return Event{}, bad
 	}
 	kind := b[0]
-	e := Event{Index: index, Delete: kind == eventDelete || kind == eventDeleteTerms || kind == eventDeleteRef}
+	e := Event{Index: index, Delete: kind == eventDelete || kind == eventDeleteTerms || kind == eventDeleteRef || kind == eventDeleteRefTerms}
 	b = b[1:]
 	field := func() ([]byte, bool) {
 		n, w := binary.Uvarint(b)
@@ -148,6 +164,16 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 	case eventPut, eventDelete:
 	case eventPutRef, eventDeleteRef:
 		e.prevRef = true
+	case eventPutRefTerms, eventDeleteRefTerms:
+		e.prevRef = true
+		enc, ok := field()
+		if !ok {
+			return Event{}, bad
+		}
+		var err error
+		if e.Terms, err = wire.DecodeIndexTerms(enc); err != nil {
+			return Event{}, bad
+		}
 	case eventPutTerms, eventDeleteTerms:
 		for _, terms := range []*[]wire.IndexTerm{&e.Terms, &e.PrevTerms} {
 			enc, ok := field()

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // HistoryPage is a run of the history read by Events.
@@ -95,6 +97,7 @@ type latestEvent struct {
 	index uint64
 	del   bool
 	value []byte
+	terms []wire.IndexTerm
 }
 
 // saw notes e, the page's latest event of its key.
@@ -103,17 +106,17 @@ func (r *resolver) saw(e *Event) {
 		r.latest = map[string]*latestEvent{}
 	}
 	if l, ok := r.latest[string(e.Key)]; ok {
-		l.index, l.del, l.value = e.Index, e.Delete, e.Value
+		l.index, l.del, l.value, l.terms = e.Index, e.Delete, e.Value, e.Terms
 		return
 	}
-	r.latest[string(e.Key)] = &latestEvent{e.Index, e.Delete, e.Value}
+	r.latest[string(e.Key)] = &latestEvent{e.Index, e.Delete, e.Value, e.Terms}
 }
 
 // resolveInPage fills e's previous value from the page's events when the
 // event it refers to is among them.
 func (r *resolver) resolveInPage(e *Event) {
 	if l, ok := r.latest[string(e.Key)]; ok && l.index == e.PrevVersion && !l.del {
-		e.PrevValue, e.prevRef = l.value, false
+		e.PrevValue, e.PrevTerms, e.prevRef = l.value, l.terms, false
 	}
 }
 
@@ -147,7 +150,20 @@ func (r *resolver) resolve(m *Machine, e *Event, floor uint64) {
 			continue
 		}
 		e.PrevValue = append([]byte{}, prev.Value...)
+		e.PrevTerms = cloneTerms(prev.Terms)
 		return
 	}
 	e.PrevMissing = true
+}
+
+// cloneTerms copies terms out of a buffer about to be reused.
+func cloneTerms(terms []wire.IndexTerm) []wire.IndexTerm {
+	if len(terms) == 0 {
+		return nil
+	}
+	out := make([]wire.IndexTerm, len(terms))
+	for i, t := range terms {
+		out[i] = wire.IndexTerm{Name: strings.Clone(t.Name), Term: bytes.Clone(t.Term)}
+	}
+	return out
 }

@@ -1,5 +1,12 @@
 package statemachine
 
+import (
+	"bytes"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
 // versionCache remembers the current version of recently written keys of
 // a replica (0: absent), so applying a write to a hot key needs no Pebble
 // read to learn whether it exists and at which version. Apply keeps it
@@ -12,6 +19,12 @@ package statemachine
 // current value when the value is at most maxCachedValue bytes and the
 // cache's values stay within valueBudget bytes: a write to a hot key then
 // finds the value it replaces here instead of reading Pebble.
+//
+// A slot also keeps the secondary-index terms of the key's current
+// object (a copy, within termBudget bytes): on a shard that holds indexed
+// objects every write must remove the entries of the terms it replaces
+// (index.go), and the cache spares it reading them. Apply sets them after
+// every write of the key (setTerms); put and update forget them.
 type versionCache struct {
 	m     map[string]int // key → its slot
 	max   int
@@ -20,6 +33,8 @@ type versionCache struct {
 	// values: keep values too; valBytes: the capacity their copies hold.
 	values   bool
 	valBytes int
+	// termBytes: the bytes the slots' copies of index terms hold.
+	termBytes int
 	// complete: the cache holds every key of the shard that exists (it
 	// was opened over a shard without data and has dropped no key since),
 	// so a key it does not hold is absent.
@@ -32,6 +47,9 @@ type versionSlot struct {
 	version uint64
 	val     []byte // a copy of the current value, when hasVal
 	hasVal  bool
+	// terms: a copy of the current object's index terms, when hasTerms.
+	terms    []wire.IndexTerm
+	hasTerms bool
 }
 
 const (
@@ -40,6 +58,8 @@ const (
 	maxCachedValue = 1 << 10
 	// valueBudget bounds the bytes of the values one cache keeps.
 	valueBudget = 1 << 20
+	// termBudget bounds the bytes of the index terms one cache keeps.
+	termBudget = 4 << 20
 )
 
 // get returns key's version and whether the cache knows it; val is its
@@ -80,6 +100,7 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 	} else {
 		i = c.pos
 		delete(c.m, c.slots[i].key)
+		c.dropTerms(&c.slots[i])
 		c.complete = false
 		c.pos = (c.pos + 1) % c.max
 	}
@@ -88,8 +109,10 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 	c.set(&c.slots[i], version, val, hasVal)
 }
 
-// set fills slot s, reusing its value's buffer.
+// set fills slot s, reusing its value's buffer; it forgets the slot's
+// index terms.
 func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bool) {
+	c.dropTerms(s)
 	s.version = version
 	s.hasVal = false
 	if !c.values || !hasVal || len(val) > maxCachedValue {
@@ -120,10 +143,67 @@ func (c *versionCache) update(key []byte, version uint64, val []byte, hasVal boo
 	}
 }
 
+// termsOf returns the index terms of key's current object when the cache
+// knows them (a key it knows to be absent has none).
+func (c *versionCache) termsOf(key []byte) ([]wire.IndexTerm, bool) {
+	i, ok := c.m[string(key)]
+	if !ok {
+		return nil, c.complete
+	}
+	s := &c.slots[i]
+	if s.version == 0 {
+		return nil, true
+	}
+	return s.terms, s.hasTerms
+}
+
+// setTerms records the index terms of key's current object (copied), if
+// the cache holds key and they fit termBudget.
+func (c *versionCache) setTerms(key []byte, terms []wire.IndexTerm) {
+	i, ok := c.m[string(key)]
+	if !ok {
+		return
+	}
+	s := &c.slots[i]
+	c.dropTerms(s)
+	n := termsBytes(terms)
+	if c.termBytes+n > termBudget {
+		return
+	}
+	if len(terms) > 0 {
+		s.terms = make([]wire.IndexTerm, len(terms))
+		for j, t := range terms {
+			s.terms[j] = wire.IndexTerm{Name: strings.Clone(t.Name), Term: bytes.Clone(t.Term)}
+		}
+	}
+	c.termBytes += n
+	s.hasTerms = true
+}
+
+// dropTerms forgets slot s's index terms.
+func (c *versionCache) dropTerms(s *versionSlot) {
+	if s.hasTerms {
+		c.termBytes -= termsBytes(s.terms)
+	}
+	s.terms, s.hasTerms = nil, false
+}
+
+// termsBytes is what a copy of terms costs the budget.
+func termsBytes(terms []wire.IndexTerm) int {
+	n := 0
+	for _, t := range terms {
+		n += len(t.Name) + len(t.Term) + 40 // the strings, slice and struct
+	}
+	return n
+}
+
 // reset empties the cache; it is not complete until markComplete.
 func (c *versionCache) reset() {
 	clear(c.m)
-	c.slots, c.pos, c.valBytes = c.slots[:0], 0, 0
+	for i := range c.slots {
+		c.slots[i].terms = nil
+	}
+	c.slots, c.pos, c.valBytes, c.termBytes = c.slots[:0], 0, 0, 0
 	c.complete = false
 }
 

@@ -1,0 +1,155 @@
+package statemachine
+
+import (
+	"fmt"
+	"math/rand"
+	"slices"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/storage"
+	"github.com/cairn-db/cairn/internal/wire"
+)
+
+// The cache keeps a key's index terms until the key is written again,
+// knows that an absent key has none, and keeps its copies within budget.
+func TestVersionCacheTerms(t *testing.T) {
+	c := versionCache{max: 2}
+	if _, ok := c.termsOf([]byte("a")); ok {
+		t.Fatal("an empty, incomplete cache knows terms")
+	}
+	c.put([]byte("a"), 1, nil, false)
+	if _, ok := c.termsOf([]byte("a")); ok {
+		t.Fatal("terms known before setTerms")
+	}
+	term := []byte("x")
+	c.setTerms([]byte("a"), []wire.IndexTerm{{Name: "e_bin", Term: term}})
+	term[0] = 'y' // the cache holds a copy
+	if ts, ok := c.termsOf([]byte("a")); !ok || len(ts) != 1 || string(ts[0].Term) != "x" {
+		t.Fatalf("terms of a: %v %v", ts, ok)
+	}
+	c.put([]byte("a"), 2, nil, false) // a new version forgets them
+	if _, ok := c.termsOf([]byte("a")); ok || c.termBytes != 0 {
+		t.Fatalf("terms known after a new version (%d bytes held)", c.termBytes)
+	}
+	c.setTerms([]byte("a"), nil)
+	if ts, ok := c.termsOf([]byte("a")); !ok || ts != nil {
+		t.Fatalf("no terms: %v %v", ts, ok)
+	}
+	c.put([]byte("gone"), 0, nil, false)
+	if ts, ok := c.termsOf([]byte("gone")); !ok || ts != nil {
+		t.Fatal("an absent key's terms are not known to be none")
+	}
+	c.setTerms([]byte("gone"), []wire.IndexTerm{{Name: "e_bin", Term: []byte("z")}})
+	c.put([]byte("b"), 3, nil, false) // evicts a
+	if c.termBytes != termsBytes([]wire.IndexTerm{{Name: "e_bin", Term: []byte("z")}}) {
+		t.Fatalf("%d bytes held after an eviction", c.termBytes)
+	}
+	big := []wire.IndexTerm{{Name: "e_bin", Term: make([]byte, termBudget)}}
+	c.setTerms([]byte("b"), big)
+	if _, ok := c.termsOf([]byte("b")); ok {
+		t.Fatal("terms over the budget kept")
+	}
+	c.reset()
+	if c.termBytes != 0 {
+		t.Fatalf("%d bytes held after reset", c.termBytes)
+	}
+}
+
+// A replica whose cache knows the replaced terms maintains exactly the
+// index entries of one that reads them from Pebble, with caches large and
+// small (keys dropped and read again).
+func TestIndexTermsFromTheCache(t *testing.T) {
+	cmds := randomIndexed(rand.New(rand.NewSource(5)), 3000)
+	read := testMachine(t)
+	applyAll(read, cmds, func() int { return 4 })
+	want := derived(t, read.cfg.Engine)
+	if len(want) < 30 {
+		t.Fatalf("only %d derived entries: the test writes too little", len(want))
+	}
+	for _, size := range []int{100, 7} {
+		m := withVersionCache(testMachine(t), size)
+		rng := rand.New(rand.NewSource(6))
+		applyAll(m, cmds, func() int { return 1 + rng.Intn(8) })
+		if got := derived(t, m.cfg.Engine); !slices.Equal(got, want) {
+			t.Fatalf("cache of %d keys: derived entries\n got %q\nwant %q", size, got, want)
+		}
+		if size == 100 && m.versions.termBytes == 0 {
+			t.Fatal("the cache holds no terms: the test checks nothing")
+		}
+	}
+}
+
+// Events recorded by reference on an indexed shard keep the new object's
+// terms and give the replaced one's from the event referred to: they read
+// back as on a replica that stored every replaced value and its terms.
+func TestHistoryPrevByReferenceWithTerms(t *testing.T) {
+	rng := rand.New(rand.NewSource(9))
+	var cmds []wire.Command
+	for i := range 80 {
+		key := fmt.Sprint("k", i%6)
+		if i%11 == 10 {
+			cmds = append(cmds, hdel(key, i))
+			continue
+		}
+		c := hput(key, fmt.Sprint(i))
+		for j := rng.Intn(3); j > 0; j-- {
+			c.Index = append(c.Index, bin("e_bin", fmt.Sprint("t", rng.Intn(4))))
+		}
+		cmds = append(cmds, c)
+	}
+	read, ref := historyMachine(t, 1000), refMachine(t, 1000)
+	applyAll(read, cmds, func() int { return 3 })
+	applyAll(ref, cmds, func() int { return 3 })
+	stored := 0
+	start, end := storage.HistorySpan(ref.id)
+	it, _ := ref.cfg.Engine.NewIter(start, end)
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) > 9 && (it.Value()[0] == eventPutRefTerms || it.Value()[0] == eventDeleteRefTerms) {
+			stored++
+		}
+	}
+	it.Close()
+	if stored == 0 {
+		t.Fatal("no event with terms was recorded by reference")
+	}
+	withTerms := func(evs []Event) []string {
+		out := describe(evs)
+		for i, e := range evs {
+			out[i] += fmt.Sprintf(" terms %s prev %s", termText(e.Terms), termText(e.PrevTerms))
+		}
+		return out
+	}
+	for _, from := range []uint64{1, 9, 40, 79} {
+		for _, maxBytes := range []int{0, 1, 60} {
+			var want, got []string
+			for f := from; f <= 80; {
+				p, err := read.Events(f, 80, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				want, f = append(want, withTerms(p.Events)...), p.Next
+			}
+			for f := from; f <= 80; {
+				p, err := ref.Events(f, 80, maxBytes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got, f = append(got, withTerms(p.Events)...), p.Next
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("from %d, pages of %d bytes: by reference\n%q\nwant\n%q", from, maxBytes, got, want)
+			}
+		}
+	}
+	if got, want := derived(t, ref.cfg.Engine), derived(t, read.cfg.Engine); !slices.Equal(got, want) {
+		t.Fatalf("derived entries differ: %q, want %q", got, want)
+	}
+}
+
+func termText(ts []wire.IndexTerm) string {
+	var s []string
+	for _, t := range ts {
+		s = append(s, t.Name+"="+string(t.Term))
+	}
+	return fmt.Sprint(s)
+}
