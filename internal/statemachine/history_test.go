@@ -3,6 +3,7 @@ package statemachine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/storage"
@@ -211,42 +212,51 @@ func TestHistoryPrevByReference(t *testing.T) {
 	read, ref := historyMachine(t, 1000), refMachine(t, 1000)
 	applyAll(read, cmds, func() int { return 3 })
 	applyAll(ref, cmds, func() int { return 3 })
-	stored := 0
-	start, end := storage.HistorySpan(ref.id)
-	it, _ := ref.cfg.Engine.NewIter(start, end)
-	for ok := it.First(); ok; ok = it.Next() {
-		if len(it.Key()) > 9 && (it.Value()[0] == eventPutRef || it.Value()[0] == eventDeleteRef) {
-			stored++
-		}
-	}
-	it.Close()
-	if stored == 0 {
+	if storedKinds(ref, eventPutRef, eventDeleteRef) == 0 {
 		t.Fatal("no event was recorded by reference")
 	}
-	for _, from := range []uint64{1, 7, 30, 59} {
-		for _, maxBytes := range []int{0, 1, 40} {
-			var want, got []string
-			for f := from; f <= 60; {
-				p, err := read.Events(f, 60, maxBytes)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, f = append(want, describe(p.Events)...), p.Next
+	sameEvents(t, read, ref, 60, []uint64{1, 7, 30, 59}, []int{0, 1, 40}, describe)
+}
+
+// storedKinds counts the events of m's history stored as one of kinds.
+func storedKinds(m *Machine, kinds ...byte) int {
+	n := 0
+	start, end := storage.HistorySpan(m.id)
+	it, _ := m.cfg.Engine.NewIter(start, end)
+	defer it.Close()
+	for ok := it.First(); ok; ok = it.Next() {
+		if len(it.Key()) > 9 && slices.Contains(kinds, it.Value()[0]) {
+			n++
+		}
+	}
+	return n
+}
+
+// sameEvents checks that ref's history up to last reads back as read's,
+// from each start and in pages of each size, with no previous value
+// missing.
+func sameEvents(t *testing.T, read, ref *Machine, last uint64, froms []uint64, sizes []int, show func([]Event) []string) {
+	t.Helper()
+	pages := func(m *Machine, from uint64, maxBytes int) []string {
+		var out []string
+		for f := from; f <= last; {
+			p, err := m.Events(f, last, maxBytes)
+			if err != nil {
+				t.Fatal(err)
 			}
-			for f := from; f <= 60; {
-				p, err := ref.Events(f, 60, maxBytes)
-				if err != nil {
-					t.Fatal(err)
+			for _, e := range p.Events {
+				if e.PrevMissing {
+					t.Fatalf("event %d: previous value missing", e.Index)
 				}
-				for _, e := range p.Events {
-					if e.PrevMissing {
-						t.Fatalf("event %d: previous value missing", e.Index)
-					}
-				}
-				got, f = append(got, describe(p.Events)...), p.Next
 			}
-			if fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Fatalf("from %d, pages of %d bytes: by reference %q, want %q", from, maxBytes, got, want)
+			out, f = append(out, show(p.Events)...), p.Next
+		}
+		return out
+	}
+	for _, from := range froms {
+		for _, maxBytes := range sizes {
+			if got, want := pages(ref, from, maxBytes), pages(read, from, maxBytes); !slices.Equal(got, want) {
+				t.Fatalf("from %d, pages of %d bytes: by reference\n%q\nwant\n%q", from, maxBytes, got, want)
 			}
 		}
 	}

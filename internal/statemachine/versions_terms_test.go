@@ -6,7 +6,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -100,16 +99,7 @@ func TestHistoryPrevByReferenceWithTerms(t *testing.T) {
 	read, ref := historyMachine(t, 1000), refMachine(t, 1000)
 	applyAll(read, cmds, func() int { return 3 })
 	applyAll(ref, cmds, func() int { return 3 })
-	stored := 0
-	start, end := storage.HistorySpan(ref.id)
-	it, _ := ref.cfg.Engine.NewIter(start, end)
-	for ok := it.First(); ok; ok = it.Next() {
-		if len(it.Key()) > 9 && (it.Value()[0] == eventPutRefTerms || it.Value()[0] == eventDeleteRefTerms) {
-			stored++
-		}
-	}
-	it.Close()
-	if stored == 0 {
+	if storedKinds(ref, eventPutRefTerms, eventDeleteRefTerms) == 0 {
 		t.Fatal("no event with terms was recorded by reference")
 	}
 	withTerms := func(evs []Event) []string {
@@ -119,28 +109,7 @@ func TestHistoryPrevByReferenceWithTerms(t *testing.T) {
 		}
 		return out
 	}
-	for _, from := range []uint64{1, 9, 40, 79} {
-		for _, maxBytes := range []int{0, 1, 60} {
-			var want, got []string
-			for f := from; f <= 80; {
-				p, err := read.Events(f, 80, maxBytes)
-				if err != nil {
-					t.Fatal(err)
-				}
-				want, f = append(want, withTerms(p.Events)...), p.Next
-			}
-			for f := from; f <= 80; {
-				p, err := ref.Events(f, 80, maxBytes)
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, f = append(got, withTerms(p.Events)...), p.Next
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("from %d, pages of %d bytes: by reference\n%q\nwant\n%q", from, maxBytes, got, want)
-			}
-		}
-	}
+	sameEvents(t, read, ref, 80, []uint64{1, 9, 40, 79}, []int{0, 1, 60}, withTerms)
 	if got, want := derived(t, ref.cfg.Engine), derived(t, read.cfg.Engine); !slices.Equal(got, want) {
 		t.Fatalf("derived entries differ: %q, want %q", got, want)
 	}

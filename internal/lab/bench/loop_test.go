@@ -58,11 +58,18 @@ func (s *kvServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func serveKV(t *testing.T, s *kvServer) string {
 	t.Helper()
+	return serveHTTP1(t, s)
+}
+
+// serveHTTP1 serves h with internal/http1 on a free local port and
+// returns its URL.
+func serveHTTP1(t *testing.T, h http.Handler) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := &http1.Server{Handler: s}
+	srv := &http1.Server{Handler: h}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	return "http://" + l.Addr().String()

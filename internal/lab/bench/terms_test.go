@@ -3,15 +3,12 @@ package bench
 import (
 	"context"
 	"math/rand"
-	"net"
 	"net/http"
 	"regexp"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/cairn-db/cairn/internal/http1"
 )
 
 // indexServer answers every request 204 and keeps the index headers of
@@ -47,14 +44,7 @@ func TestIndexTermsOnEveryWrite(t *testing.T) {
 	}{{"put", 1}, {"put", 8}, {"entity", 1}, {"entity", 8}} {
 		t.Run(tc.workload+"/pipeline-"+strconv.Itoa(tc.pipeline), func(t *testing.T) {
 			s := &indexServer{}
-			l, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			srv := &http1.Server{Handler: s}
-			go srv.Serve(l)
-			t.Cleanup(func() { srv.Shutdown(context.Background()) })
-			d := loopDriver(t, "http://"+l.Addr().String(), 2, tc.pipeline, false)
+			d := loopDriver(t, serveHTTP1(t, s), 2, tc.pipeline, false)
 			w, err := NewWorkload(Params{Workload: tc.workload, Keys: 100, ValSize: 16, IndexTerms: 2,
 				Mix: map[string]int{"put": 3, "get": 1}})
 			if err != nil {
