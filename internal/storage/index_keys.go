@@ -1,6 +1,7 @@
 package storage
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 
@@ -166,37 +167,50 @@ func derivedKeys(tok uint64, k []byte, terms []wire.IndexTerm, f func(key []byte
 // DerivedWrites lists the derived entries to delete and to set when the
 // object under user key k (token tok) changes from having the index terms
 // old (exists: it existed) to having new (deleted: it no longer exists).
-// An entry in both is set only (the key-order entry of an overwritten
-// object, a term kept across an overwrite) — except that an object with
-// no terms before or after, overwritten, needs no write at all.
+// An entry in both is neither set nor deleted: the key-order entry of an
+// overwritten object and a term kept across an overwrite are there
+// already, with the same value (the token, which the key alone decides),
+// and setting them again would cost a memtable insert and a key to compact
+// on every overwrite.
 func DerivedWrites(tok uint64, k []byte, old []wire.IndexTerm, existed bool, terms []wire.IndexTerm, deleted bool, del func(key []byte), set func(key, value []byte)) {
-	if !deleted && len(terms) == 0 && len(old) == 0 {
-		// The common case, an object without index terms written again:
-		// its key-order entry (the token, which the key alone decides) is
-		// there already when the object existed. Setting it again would
-		// cost a memtable insert on every overwrite.
-		if !existed {
-			set(KeyOrderKey(k), tokenValue(tok))
+	if deleted {
+		if existed {
+			derivedKeys(tok, k, old, del)
 		}
 		return
 	}
-	var keep map[string]bool
-	if !deleted {
-		keep = map[string]bool{}
-		v := tokenValue(tok)
-		derivedKeys(tok, k, terms, func(key []byte) {
-			keep[string(key)] = true
-			set(key, v)
-		})
+	var v []byte
+	if !existed {
+		v = tokenValue(tok)
+		set(KeyOrderKey(k), v)
 	}
-	if !existed && !deleted {
+	for _, t := range terms {
+		if existed && hasTerm(old, t) {
+			continue
+		}
+		if v == nil {
+			v = tokenValue(tok)
+		}
+		set(IndexKey(t.Name, t.Term, k), v)
+	}
+	if !existed {
 		return
 	}
-	derivedKeys(tok, k, old, func(key []byte) {
-		if !keep[string(key)] {
-			del(key)
+	for _, t := range old {
+		if !hasTerm(terms, t) {
+			del(IndexKey(t.Name, t.Term, k))
 		}
-	})
+	}
+}
+
+// hasTerm reports whether terms holds t.
+func hasTerm(terms []wire.IndexTerm, t wire.IndexTerm) bool {
+	for _, u := range terms {
+		if u.Name == t.Name && bytes.Equal(u.Term, t.Term) {
+			return true
+		}
+	}
+	return false
 }
 
 func tokenValue(tok uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), tok) }

@@ -123,3 +123,34 @@ func TestDerivedWritesOfPlainObjects(t *testing.T) {
 		t.Fatalf("delete: sets %q dels %q, want the key-order entry deleted", sets, dels)
 	}
 }
+
+// An overwrite of an indexed object sets only its new terms and deletes
+// only the terms it no longer has; its key-order entry and the terms it
+// keeps are not written again.
+func TestDerivedWritesOfIndexedObjects(t *testing.T) {
+	var sets, dels []string
+	set := func(k, v []byte) {
+		if tok, err := DerivedToken(v); err != nil || tok != 7 {
+			t.Fatalf("entry %q set to %x", k, v)
+		}
+		sets = append(sets, string(k))
+	}
+	del := func(k []byte) { dels = append(dels, string(k)) }
+	term := func(name, v string) wire.IndexTerm { return wire.IndexTerm{Name: name, Term: []byte(v)} }
+	key := func(t wire.IndexTerm) string { return string(IndexKey(t.Name, t.Term, []byte("k"))) }
+	a, b, c := term("x_bin", "a"), term("x_bin", "b"), term("y_bin", "a")
+	DerivedWrites(7, []byte("k"), nil, false, []wire.IndexTerm{a, b}, false, del, set)
+	if want := []string{string(KeyOrderKey([]byte("k"))), key(a), key(b)}; !slices.Equal(sets, want) || dels != nil {
+		t.Fatalf("create: sets %q dels %q, want sets %q", sets, dels, want)
+	}
+	sets = nil
+	DerivedWrites(7, []byte("k"), []wire.IndexTerm{a, b}, true, []wire.IndexTerm{b, c}, false, del, set)
+	if !slices.Equal(sets, []string{key(c)}) || !slices.Equal(dels, []string{key(a)}) {
+		t.Fatalf("overwrite: sets %q dels %q, want %q set and %q deleted", sets, dels, key(c), key(a))
+	}
+	sets, dels = nil, nil
+	DerivedWrites(7, []byte("k"), []wire.IndexTerm{b, c}, true, nil, true, del, set)
+	if want := []string{string(KeyOrderKey([]byte("k"))), key(b), key(c)}; sets != nil || !slices.Equal(dels, want) {
+		t.Fatalf("delete: sets %q dels %q, want %q deleted", sets, dels, want)
+	}
+}
