@@ -48,21 +48,11 @@ func New(cfg Config) (*Cluster, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	httpAddrs, err := addrs(cfg.HTTPAddrs, cfg.IPs)
-	if err != nil {
-		return nil, err
-	}
-	peerAddrs, err := addrs(cfg.PeerAddrs, cfg.IPs)
-	if err != nil {
-		return nil, err
-	}
 	// Every node gets an etcd API address of its own: the default (HTTP
 	// port + 100) could be another node's port.
-	var etcdAddrs []string
-	if hasFlag(cfg.Bin, "--etcd-addr") {
-		if etcdAddrs, err = addrs(cfg.EtcdAddrs, cfg.IPs); err != nil {
-			return nil, err
-		}
+	httpAddrs, peerAddrs, etcdAddrs, err := pickAddrs(cfg, hasFlag(cfg.Bin, "--etcd-addr"))
+	if err != nil {
+		return nil, err
 	}
 	c := &Cluster{cfg: cfg}
 	var peers []string
@@ -90,20 +80,42 @@ func New(cfg Config) (*Cluster, error) {
 	return c, nil
 }
 
-// addrs returns fixed (checked free) or, when fixed is nil, fresh free
-// addresses on ips.
-func addrs(fixed, ips []string) ([]string, error) {
-	if fixed != nil {
-		for _, a := range fixed {
+// pickAddrs returns the nodes' HTTP, peer and (withEtcd) etcd API
+// addresses: those cfg fixes, checked free, and for the others free ones,
+// all picked in one FreeAddrs call — picked one kind at a time, a port
+// released after one kind could be handed out again for the next on the
+// same IP.
+func pickAddrs(cfg Config, withEtcd bool) (httpAddrs, peerAddrs, etcdAddrs []string, err error) {
+	fixed := [][]string{cfg.HTTPAddrs, cfg.PeerAddrs, cfg.EtcdAddrs}
+	if !withEtcd {
+		fixed = fixed[:2]
+	}
+	var ips []string
+	for _, f := range fixed {
+		if f == nil {
+			ips = append(ips, cfg.IPs...)
+		}
+	}
+	free, err := FreeAddrs(ips)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	out := make([][]string, 3)
+	for k, f := range fixed {
+		if f == nil {
+			out[k], free = free[:len(cfg.IPs)], free[len(cfg.IPs):]
+			continue
+		}
+		for _, a := range f {
 			l, err := net.Listen("tcp", a)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %s is not free: %v", ErrAddrInUse, a, err)
+				return nil, nil, nil, fmt.Errorf("%w: %s is not free: %v", ErrAddrInUse, a, err)
 			}
 			l.Close()
 		}
-		return fixed, nil
+		out[k] = f
 	}
-	return FreeAddrs(ips)
+	return out[0], out[1], out[2], nil
 }
 
 // FreeAddrs returns one address per ip (host:port) that was free a moment

@@ -2,6 +2,7 @@ package launcher
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +59,35 @@ func TestConfigValidate(t *testing.T) {
 				t.Fatalf("New: %v, want ErrInvalidConfig", err)
 			}
 		})
+	}
+}
+
+// The addresses the launcher picks are all different, also between
+// kinds on one IP, and the fixed ones are kept.
+func TestPickAddrsNeverRepeats(t *testing.T) {
+	ips := []string{"127.0.0.1", "127.0.0.1", "127.0.0.1"}
+	for i := 0; i < 20; i++ {
+		h, p, e, err := pickAddrs(Config{IPs: ips}, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[string]bool{}
+		for _, a := range append(append(h, p...), e...) {
+			if seen[a] {
+				t.Fatalf("address %s picked twice: http %v peer %v etcd %v", a, h, p, e)
+			}
+			seen[a] = true
+		}
+		if len(seen) != 9 {
+			t.Fatalf("%d addresses, want 9", len(seen))
+		}
+	}
+	fixed, err := FreeAddrs(ips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, p, e, err := pickAddrs(Config{IPs: ips, PeerAddrs: fixed}, false)
+	if err != nil || !slices.Equal(p, fixed) || e != nil {
+		t.Fatalf("fixed peer addresses %v, etcd %v, %v; want %v and none", p, e, err, fixed)
 	}
 }
