@@ -48,6 +48,8 @@ const (
 	backoffMax  = time.Second
 )
 
+var errSelfConnect = errors.New("transport: connection to a peer's port came back to itself")
+
 // rawOut is one outgoing raft stream connection.
 type rawOut struct {
 	conn net.Conn
@@ -157,7 +159,10 @@ func (o *rawOut) write(b []byte) error {
 // it broke. It then marks it closed so the sender reconnects for the next
 // batch, as gRPC's reader did for its streams.
 func (o *rawOut) watch() {
-	_, _ = io.Copy(io.Discard, o.conn)
+	// The peer never writes: a byte means this is no raft stream (a
+	// connection to itself, say), and ends it too.
+	var b [1]byte
+	_, _ = io.ReadFull(o.conn, b[:])
 	o.closed.Store(true)
 	o.conn.Close()
 }
@@ -199,6 +204,13 @@ func (t *GRPC) dialRaw(p *peer) (net.Conn, error) {
 	c, err := t.dial(ctx, p.addr)
 	if err != nil {
 		return nil, err
+	}
+	if c.LocalAddr().String() == c.RemoteAddr().String() {
+		// TCP connected to itself (simultaneous open): nothing listens
+		// on the peer's port, which is in the ephemeral range. Kept, it
+		// would hold the port the peer is about to listen on.
+		c.Close()
+		return nil, errSelfConnect
 	}
 	if t.cfg.ClientTLS == nil {
 		return c, nil
