@@ -12,7 +12,10 @@
 // 8 bytes: the raft stream's magic "CAIRNRF1" keeps it as a raft stream,
 // anything else (HTTP/2's client preface) goes to the gRPC server with
 // those bytes put back. The gRPC server still accepts raft batches on
-// /cairn.Peer/Raft, which a node of an older version sends.
+// /cairn.Peer/Raft, as nodes of earlier versions send them; the other way
+// does not work (an earlier node closes a raft stream), so in a cluster
+// being upgraded node by node, the upgraded nodes' messages reach the
+// others only once those are upgraded too.
 //
 // # Raft stream
 //
