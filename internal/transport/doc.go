@@ -11,11 +11,12 @@
 // loop (mux.go) does the TLS handshake, then reads a connection's first
 // 8 bytes: the raft stream's magic "CAIRNRF1" keeps it as a raft stream,
 // anything else (HTTP/2's client preface) goes to the gRPC server with
-// those bytes put back. The gRPC server still accepts raft batches on
-// /cairn.Peer/Raft, as nodes of earlier versions send them; the other way
-// does not work (an earlier node closes a raft stream), so in a cluster
-// being upgraded node by node, the upgraded nodes' messages reach the
-// others only once those are upgraded too.
+// those bytes put back. Nodes of earlier versions send raft batches on
+// the gRPC stream /cairn.Peer/Raft, which the server still accepts, and
+// take them only there: such a peer greets a raft stream as an HTTP/2
+// server and closes it, and the sender then sends to it on that gRPC
+// stream until the stream fails (legacy.go), so a cluster can be upgraded
+// node by node.
 //
 // # Raft stream
 //

@@ -129,6 +129,10 @@ type peer struct {
 	// queue feeds the peer's raft stream sender (rawLoop).
 	queue     chan []Envelope
 	reachable atomic.Bool
+	// legacy: the peer answered the raft stream as an HTTP/2 server
+	// would, so it is of an earlier version; raft messages go on the
+	// gRPC stream until that one fails (legacy.go).
+	legacy atomic.Bool
 	// stop ends the peer's sender (RemovePeer, or SetPeer with a new
 	// address).
 	ctx  context.Context

@@ -65,10 +65,12 @@ type rawOut struct {
 // frames and writes them with one call, reconnecting with backoff.
 func (t *GRPC) rawLoop(p *peer) {
 	var out *rawOut
+	var old legacyStream
 	defer func() {
 		if out != nil {
 			out.conn.Close()
 		}
+		old.close()
 	}()
 	var buf []byte
 	var envs []Envelope
@@ -90,6 +92,15 @@ func (t *GRPC) rawLoop(p *peer) {
 			default:
 				break drain
 			}
+		}
+		if p.legacy.Load() {
+			if out != nil {
+				out.conn.Close()
+				out = nil
+			}
+			t.sendLegacy(p, &old, envs)
+			clear(envs)
+			continue
 		}
 		if out != nil && out.closed.Load() {
 			out.conn.Close()
@@ -113,7 +124,7 @@ func (t *GRPC) rawLoop(p *peer) {
 			delay = 0
 			out = &rawOut{conn: c}
 			t.wg.Add(1)
-			go func() { defer t.wg.Done(); out.watch() }()
+			go func() { defer t.wg.Done(); out.watch(p) }()
 			fresh = true
 		}
 		buf = buf[:0]
@@ -157,12 +168,16 @@ func (o *rawOut) write(b []byte) error {
 // watch reads the outgoing connection, on which the peer never writes,
 // until it ends: the peer closed it (it restarted, or refused a frame) or
 // it broke. It then marks it closed so the sender reconnects for the next
-// batch, as gRPC's reader did for its streams.
-func (o *rawOut) watch() {
-	// The peer never writes: a byte means this is no raft stream (a
-	// connection to itself, say), and ends it too.
-	var b [1]byte
-	_, _ = io.ReadFull(o.conn, b[:])
+// batch, as gRPC's reader did for its streams. A peer that writes ends it
+// too; if what it wrote starts like an HTTP/2 SETTINGS frame, the peer is
+// a gRPC server of an earlier version (it greets every connection so)
+// and p's sender turns to the gRPC stream (legacy.go).
+func (o *rawOut) watch(p *peer) {
+	var b [9]byte
+	n, _ := io.ReadFull(o.conn, b[:])
+	if n == len(b) && isHTTP2Settings(b) {
+		p.legacy.Store(true)
+	}
 	o.closed.Store(true)
 	o.conn.Close()
 }
