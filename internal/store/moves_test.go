@@ -25,14 +25,20 @@ func newMoveCluster(t *testing.T, n int) *grpcCluster {
 		t.Fatal(err)
 	}
 	c := &grpcCluster{t: t, m: m, peers: map[uint64]string{}, nodes: map[uint64]*grpcNode{}}
+	// Every listener stays open until all ports are picked: a port
+	// closed at once may be handed out again.
+	var held []net.Listener
 	for id := uint64(1); id <= uint64(n); id++ {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
 		}
+		held = append(held, l)
 		c.peers[id] = l.Addr().String()
-		l.Close()
 		c.nodes[id] = &grpcNode{dir: t.TempDir()}
+	}
+	for _, l := range held {
+		l.Close()
 	}
 	for id := uint64(1); id <= uint64(n); id++ {
 		c.start(id, true)

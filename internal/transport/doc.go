@@ -1,9 +1,40 @@
 // Package transport moves Raft messages and forwarded client requests
 // between nodes. Transport is the interface the store uses; GRPC is the real
-// implementation (one long-lived client stream per peer carrying batches of
-// messages of every shard, a unary RPC for forwarded requests, a client
-// stream for snapshots) and Network/Mem is the in-memory one for tests, with
+// implementation and Network/Mem is the in-memory one for tests, with
 // partitions.
+//
+// GRPC serves two protocols on the one peer port. Raft messages travel on
+// the raft stream: one plain connection per peer (TCP, or the same mutual
+// TLS as the rest), opened by the sender, which is the only side that
+// writes. gRPC carries what needs an answer or flow control: a unary RPC
+// for forwarded requests and a client stream for snapshots. The accept
+// loop (mux.go) does the TLS handshake, then reads a connection's first
+// 8 bytes: the raft stream's magic "CAIRNRF1" keeps it as a raft stream,
+// anything else (HTTP/2's client preface) goes to the gRPC server with
+// those bytes put back. Nodes of earlier versions send raft batches on
+// the gRPC stream /cairn.Peer/Raft, which the server still accepts, and
+// take them only there: such a peer greets a raft stream as an HTTP/2
+// server and closes it, and the sender then sends to it on that gRPC
+// stream until the stream fails (legacy.go), so a cluster can be upgraded
+// node by node.
+//
+// # Raft stream
+//
+// After the magic, each frame is a 4-byte big-endian length and an
+// EncodeBatch of that many bytes, at most maxFrame (64 MiB); messages of
+// all shards share it. One sender goroutine per peer (rawLoop) waits on
+// the peer's queue, takes everything queued (up to 4096 envelopes),
+// encodes it into frames of about 4 MiB at most and writes them with one
+// call straight to the connection: no goroutine between it and the
+// socket. On the receiving node the connection's own goroutine reads each
+// frame and calls Handler.HandleRaft. A second goroutine per outgoing
+// connection only waits for it to end (the peer closed it or it broke) so
+// that the next batch reconnects at once. A failed connect or handshake
+// waits a backoff (50 ms growing 1.6x to 1 s, with jitter) before the
+// next; meanwhile batches are dropped and reported. A write blocked 10 s
+// breaks the connection. Outgoing connections leave from the node's own
+// peer address (dialFrom), so partitions between node addresses cut
+// them.
 //
 // Send never blocks the caller: messages go into a bounded per-peer queue
 // and are dropped when it is full (Raft retransmits). Failures are reported
@@ -12,10 +43,11 @@
 // # Trust
 //
 // Until peers authenticate with mutual TLS, anything may arrive on the peer
-// port. The server never trusts it: a frame that does not decode closes its
-// stream (Stats.BadFrames), a batch header cannot make it allocate more than
-// the frame holds, and a handler panic is recovered and closes the stream
-// (Stats.Panics) — a last line of defence, since the Handler (the store)
+// port. The server never trusts it: a frame that does not decode, or whose
+// length is over maxFrame, closes its stream (Stats.BadFrames); neither a
+// frame's length nor a batch header can make it allocate more than the
+// bytes that really arrived (a frame's buffer grows as they come); and a
+// handler panic is recovered and closes the stream (Stats.Panics) — a last line of defence, since the Handler (the store)
 // checks every message against its shard descriptors before raft sees it
 // and drops what does not belong (see store.HandleRaft).
 //
@@ -59,6 +91,8 @@
 // With Config.ServerTLS and Config.ClientTLS (internal/security.PeerTLS)
 // the peer port speaks mutual TLS: every connection, both ways, presents
 // a node certificate the cluster CA signed, so a process without one can
-// send no raft message, forwarded request or snapshot (tls.go). Failed
+// send no raft message, forwarded request or snapshot (tls.go). The
+// accept loop does the server's handshake (within 10 s) for raft streams
+// and gRPC alike, offering "h2" by ALPN as gRPC clients require. Failed
 // handshakes are counted in Stats and logged at most once per 10 s.
 package transport

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,26 +104,43 @@ type GRPC struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stats   counters
-	// dialCreds secure the connections to peers (mutual TLS with
+	// dialCreds secure the gRPC connections to peers (mutual TLS with
 	// Config.ClientTLS, else none).
 	dialCreds credentials.TransportCredentials
+	// serverTLS is Config.ServerTLS offering gRPC's "h2" by ALPN; nil
+	// without TLS.
+	serverTLS *tls.Config
+	// dial connects to a peer from this node's address (dialFrom).
+	dial func(context.Context, string) (net.Conn, error)
+	// grpcLis yields the accepted connections that speak gRPC (mux.go).
+	grpcLis *grpcListener
+	// conns are the accepted connections not handed to gRPC, closed by
+	// Close (nil once closed).
+	connsMu sync.Mutex
+	conns   map[net.Conn]struct{}
 }
 
 var _ Transport = (*GRPC)(nil)
 
 type peer struct {
-	id        uint64
-	addr      string
-	conn      *grpc.ClientConn
+	id   uint64
+	addr string
+	conn *grpc.ClientConn
+	// queue feeds the peer's raft stream sender (rawLoop).
 	queue     chan []Envelope
 	reachable atomic.Bool
+	// legacy: the peer answered the raft stream as an HTTP/2 server
+	// would, so it is of an earlier version; raft messages go on the
+	// gRPC stream until that one fails (legacy.go).
+	legacy atomic.Bool
 	// stop ends the peer's sender (RemovePeer, or SetPeer with a new
 	// address).
 	ctx  context.Context
 	stop context.CancelFunc
 }
 
-// NewGRPC listens and starts one sender goroutine per peer.
+// NewGRPC listens and starts one sender goroutine per peer. The peer port
+// serves both the raft stream (raw.go) and gRPC (mux.go).
 func NewGRPC(cfg Config) (*GRPC, error) {
 	cfg = cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -135,13 +153,19 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 			return nil, fmt.Errorf("transport: listen %s: %w", cfg.ListenAddr, err)
 		}
 	}
-	t := &GRPC{cfg: cfg, lis: lis}
+	t := &GRPC{cfg: cfg, lis: lis, dial: dialFrom(lis.Addr()), grpcLis: newGRPCListener(lis.Addr()),
+		conns: map[net.Conn]struct{}{}}
 	t.peers.Store(&map[uint64]*peer{})
 	t.ctx, t.cancel = context.WithCancel(context.Background())
+	// The accept loop does the TLS handshake (mux.go): the gRPC server
+	// gets connections already secured.
 	srvOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg)}
 	t.dialCreds = insecure.NewCredentials()
 	if cfg.ServerTLS != nil {
-		srvOpts = append(srvOpts, grpc.Creds(newCountingCreds(cfg.ServerTLS, &t.stats, cfg.Logger)))
+		t.serverTLS = cfg.ServerTLS.Clone()
+		if !slices.Contains(t.serverTLS.NextProtos, "h2") {
+			t.serverTLS.NextProtos = append(t.serverTLS.NextProtos, "h2")
+		}
 		t.dialCreds = newCountingCreds(cfg.ClientTLS, &t.stats, cfg.Logger)
 	}
 	t.srv = grpc.NewServer(srvOpts...)
@@ -153,8 +177,9 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 			return nil, err
 		}
 	}
-	t.wg.Add(1)
-	go func() { defer t.wg.Done(); _ = t.srv.Serve(lis) }()
+	t.wg.Add(2)
+	go func() { defer t.wg.Done(); _ = t.srv.Serve(t.grpcLis) }()
+	go func() { defer t.wg.Done(); t.acceptLoop() }()
 	return t, nil
 }
 
@@ -176,7 +201,7 @@ func (t *GRPC) SetPeer(id uint64, addr string) error {
 		return nil
 	}
 	conn, err := grpc.NewClient(addr,
-		grpc.WithContextDialer(dialFrom(t.lis.Addr())),
+		grpc.WithContextDialer(t.dial),
 		grpc.WithTransportCredentials(t.dialCreds),
 		grpc.WithDefaultCallOptions(grpc.ForceCodec(codec{}), grpc.MaxCallRecvMsgSize(maxMsg), grpc.MaxCallSendMsgSize(maxMsg)),
 		grpc.WithConnectParams(grpc.ConnectParams{
@@ -201,7 +226,7 @@ func (t *GRPC) SetPeer(id uint64, addr string) error {
 		prev.conn.Close()
 	}
 	t.wg.Add(1)
-	go func() { defer t.wg.Done(); t.sendLoop(p) }()
+	go func() { defer t.wg.Done(); t.rawLoop(p) }()
 	return nil
 }
 
@@ -280,62 +305,6 @@ func (t *GRPC) report(to uint64, envs []Envelope) {
 		ids = append(ids, e.ShardID)
 	}
 	t.cfg.Unreachable(to, ids)
-}
-
-// sendLoop owns the raft stream to one peer: it drains the queue into
-// batches and sends each as one frame, reopening the stream on failure.
-func (t *GRPC) sendLoop(p *peer) {
-	var stream grpc.ClientStream
-	var cancel context.CancelFunc
-	defer func() {
-		if cancel != nil {
-			cancel()
-		}
-	}()
-	for {
-		var envs []Envelope
-		select {
-		case envs = <-p.queue:
-		case <-p.ctx.Done():
-			return
-		}
-	drain:
-		for len(envs) < 4096 {
-			select {
-			case more := <-p.queue:
-				envs = append(envs, more...)
-			default:
-				break drain
-			}
-		}
-		if stream == nil {
-			s, c, err := t.openStream(p)
-			if err != nil {
-				p.reachable.Store(false)
-				t.report(p.id, envs)
-				continue
-			}
-			stream, cancel = s, c
-		}
-		if err := stream.SendMsg(&frame{b: EncodeBatch(envs)}); err != nil {
-			cancel()
-			cancel, stream = nil, nil
-			p.reachable.Store(false)
-			t.report(p.id, envs)
-			continue
-		}
-		p.reachable.Store(true)
-	}
-}
-
-func (t *GRPC) openStream(p *peer) (grpc.ClientStream, context.CancelFunc, error) {
-	ctx, cancel := context.WithCancel(p.ctx)
-	s, err := p.conn.NewStream(ctx, &serviceDesc.Streams[0], "/cairn.Peer/Raft")
-	if err != nil {
-		cancel()
-		return nil, nil, err
-	}
-	return s, cancel, nil
 }
 
 // SendSnapshot implements Transport: a header frame (the MsgSnap without
@@ -421,6 +390,9 @@ func (t *GRPC) Close() error {
 	t.peersMu.Lock()
 	t.cancel()
 	t.peersMu.Unlock()
+	t.lis.Close()
+	t.grpcLis.Close()
+	t.closeConns()
 	if t.srv != nil {
 		t.srv.Stop()
 	}

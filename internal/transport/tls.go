@@ -24,35 +24,26 @@ import (
 // one direction.
 const tlsLogEvery = 10 * time.Second
 
-// countingCreds is gRPC's TLS credentials, counting failed handshakes.
+// countingCreds is gRPC's TLS credentials for dialing peers, counting
+// failed handshakes. (The server side's handshake is the accept loop's,
+// mux.go, for gRPC and raft stream connections alike.)
 type countingCreds struct {
 	credentials.TransportCredentials
-	refused, dialFailed *atomic.Uint64
-	lastIn, lastOut     *atomic.Int64
-	log                 *slog.Logger
+	dialFailed *atomic.Uint64
+	lastOut    *atomic.Int64
+	log        *slog.Logger
 }
 
 func newCountingCreds(cfg *tls.Config, st *counters, log *slog.Logger) credentials.TransportCredentials {
 	return &countingCreds{TransportCredentials: credentials.NewTLS(cfg),
-		refused: &st.tlsRefused, dialFailed: &st.tlsDialFailed,
-		lastIn: &st.tlsLogIn, lastOut: &st.tlsLogOut, log: log}
-}
-
-func (c *countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
-	nc, ai, err := c.TransportCredentials.ServerHandshake(conn)
-	if err != nil {
-		c.refused.Add(1)
-		c.logf(c.lastIn, "transport: refused a peer connection: TLS handshake failed", "remote", conn.RemoteAddr().String(), "err", err,
-			"refused", c.refused.Load())
-	}
-	return nc, ai, err
+		dialFailed: &st.tlsDialFailed, lastOut: &st.tlsLogOut, log: log}
 }
 
 func (c *countingCreds) ClientHandshake(ctx context.Context, authority string, conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	nc, ai, err := c.TransportCredentials.ClientHandshake(ctx, authority, conn)
 	if err != nil && ctx.Err() == nil {
 		c.dialFailed.Add(1)
-		c.logf(c.lastOut, "transport: TLS handshake with a peer failed", "peer", authority, "err", err,
+		logTLS(c.lastOut, c.log, "transport: TLS handshake with a peer failed", "peer", authority, "err", err,
 			"failed", c.dialFailed.Load())
 	}
 	return nc, ai, err
@@ -64,13 +55,17 @@ func (c *countingCreds) Clone() credentials.TransportCredentials {
 	return &cc
 }
 
-// logf logs at most once per tlsLogEvery (last: unix nanos of the last
+// logTLS logs at most once per tlsLogEvery (last: unix nanos of the last
 // line).
-func (c *countingCreds) logf(last *atomic.Int64, msg string, args ...any) {
+func (c *counters) logTLS(last *atomic.Int64, log *slog.Logger, msg string, args ...any) {
+	logTLS(last, log, msg, args...)
+}
+
+func logTLS(last *atomic.Int64, log *slog.Logger, msg string, args ...any) {
 	now := time.Now().UnixNano()
 	prev := last.Load()
 	if now-prev < int64(tlsLogEvery) || !last.CompareAndSwap(prev, now) {
 		return
 	}
-	c.log.Warn(msg, args...)
+	log.Warn(msg, args...)
 }

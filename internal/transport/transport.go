@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cairn-db/cairn/internal/wire"
 	"go.etcd.io/raft/v3/raftpb"
@@ -70,14 +71,18 @@ func EncodeBatch(envs []Envelope) []byte {
 	for i := range envs {
 		size += 20 + envs[i].Msg.Size()
 	}
-	b := make([]byte, 0, size)
+	return appendBatch(make([]byte, 0, size), envs)
+}
+
+// appendBatch appends the EncodeBatch of envs to b.
+func appendBatch(b []byte, envs []Envelope) []byte {
 	b = binary.AppendUvarint(b, uint64(len(envs)))
 	for i := range envs {
 		b = binary.AppendUvarint(b, envs[i].ShardID)
 		n := envs[i].Msg.Size()
 		b = binary.AppendUvarint(b, uint64(n))
 		start := len(b)
-		b = b[:start+n]
+		b = slices.Grow(b, n)[:start+n]
 		if _, err := envs[i].Msg.MarshalTo(b[start:]); err != nil {
 			panic(fmt.Sprintf("transport: marshal message: %v", err))
 		}
