@@ -18,14 +18,14 @@ import (
 )
 
 type benchOpts struct {
-	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
-	cpuProfile, ca, cert, key, token                                                                  string
-	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                               int
-	total, keys, records                                                                              uint64
-	duration, warmup, timeout                                                                         time.Duration
-	rate                                                                                              float64
-	sequential, noPreload                                                                             bool
-	seed                                                                                              int64
+	target, workload, consistency, indexConsistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
+	cpuProfile, ca, cert, key, token                                                                                    string
+	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                                                 int
+	total, keys, records                                                                                                uint64
+	duration, warmup, timeout                                                                                           time.Duration
+	rate                                                                                                                float64
+	sequential, noPreload                                                                                               bool
+	seed                                                                                                                int64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -57,6 +57,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.BoolVar(&o.sequential, "sequential-keys", false, "use keys in order instead of at random")
 	f.Uint64Var(&o.keys, "keys", 10000, "key space (put, range, entity ids 1..N, large; nhs: objects preloaded)")
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
+	f.StringVar(&o.indexConsistency, "index-consistency", "s", "nhs: 2i queries: s (serializable: one replica per shard, as Riak's coverage queries) or l (linearizable: every shard's leader confirms)")
 	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large; nhs: get, head_get, update, insert, index_query)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
 	f.StringVar(&o.httpVersion, "http", "1.1", "Cairn targets: 1.1 (up to --pipeline requests in flight per connection) or 2 (HTTP/2 without TLS: many per connection, as etcd's gRPC)")
@@ -103,6 +104,10 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		return usageError{fmt.Errorf("--consistency must be l or s")}
 	}
 	serializable := strings.HasPrefix(o.consistency, "s")
+	if o.indexConsistency != "l" && o.indexConsistency != "s" && o.indexConsistency != "linearizable" && o.indexConsistency != "serializable" {
+		return usageError{fmt.Errorf("--index-consistency must be l or s")}
+	}
+	indexLinear := strings.HasPrefix(o.indexConsistency, "l")
 	valSize := o.valSize
 	if o.workload == "entity" && !cmd.Flags().Changed("val-size") {
 		valSize = 0 // the classic scripts' value<id>
@@ -156,8 +161,8 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if err != nil {
 		return usageError{err}
 	}
-	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
-		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, IndexLinearizable: indexLinear,
+		Replicas: o.replicas, Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
 		return usageError{err}
 	}
@@ -172,6 +177,9 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	res.Params = map[string]any{"workload": params, "clients": o.clients, "conns": o.conns, "total": o.total,
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "rate": o.rate, "sweep": sweep,
 		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
+	if o.workload == "nhs" {
+		res.Params["index_consistency"] = map[bool]string{true: "linearizable", false: "serializable"}[indexLinear]
+	}
 	if res.TargetKind == "cairn" {
 		res.Params["http"] = o.httpVersion
 		res.Params["route"] = o.route

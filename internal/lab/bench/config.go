@@ -101,6 +101,11 @@ type DriverConfig struct {
 	// Serializable reads from one replica, maybe stale. Default false:
 	// linearizable reads.
 	Serializable bool
+	// IndexLinearizable makes 2i queries (the nhs workload's) linearizable:
+	// every shard's leader confirms a read index first. Default false:
+	// serializable, one replica's applied state per shard, as Riak's 2i
+	// coverage queries (docs/benchmarks/volume/README.md).
+	IndexLinearizable bool
 	// Replicas is v0's replicas=ACK/FROM for entity ops; default empty:
 	// none sent.
 	Replicas string
