@@ -22,7 +22,7 @@ type benchOpts struct {
 	cpuProfile, ca, cert, key, token                                                                                    string
 	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength                                                 int
 	total, keys, records                                                                                                uint64
-	duration, warmup, timeout                                                                                           time.Duration
+	duration, warmup, timeout, retryWait                                                                                time.Duration
 	rate                                                                                                                float64
 	sequential, noPreload                                                                                               bool
 	seed                                                                                                                int64
@@ -72,6 +72,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.out, "out", "", "directory for results.json and CSVs")
 	f.StringVar(&o.label, "label", "", "name of this run in reports (default: target kind and workload)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of one operation")
+	f.DurationVar(&o.retryWait, "retry-wait", 0, "wait after a 503 before the operation is tried again: 0 waits what its Retry-After asks (up to a tenth more), else a backoff from half to 1.5 times this")
 	f.Int64Var(&o.seed, "seed", 1, "random seed")
 	f.StringVar(&o.ca, "ca", "", "https:// Cairn targets: PEM file of the CA that signed the nodes' certificates")
 	f.StringVar(&o.cert, "cert", "", "https:// Cairn targets: client certificate (PEM) for nodes started with --tls-client-auth")
@@ -153,7 +154,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	// The load model of every sweep point, checked before the preload.
 	stderr := cmd.ErrOrStderr()
 	runCfg := bench.RunConfig{Clients: levels[0], Conns: connsFor(o.conns, levels[0]), Total: o.total,
-		Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, Seed: o.seed, Progress: stderr, TTY: isTerminal(os.Stderr)}
+		Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, RetryWait: o.retryWait, Seed: o.seed, Progress: stderr, TTY: isTerminal(os.Stderr)}
 	if err := runCfg.EnsureDefaults().Validate(); err != nil {
 		return usageError{err}
 	}
@@ -176,7 +177,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	}
 	res.Params = map[string]any{"workload": params, "clients": o.clients, "conns": o.conns, "total": o.total,
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "rate": o.rate, "sweep": sweep,
-		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
+		"timeout": o.timeout.String(), "retry_wait": o.retryWait.String(), "seed": o.seed, "consistency": params.Consistency}
 	if o.workload == "nhs" {
 		res.Params["index_consistency"] = map[bool]string{true: "linearizable", false: "serializable"}[indexLinear]
 	}

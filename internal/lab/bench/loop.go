@@ -54,24 +54,25 @@ type loopConn struct {
 }
 
 type loopRun struct {
-	ctx     context.Context
-	waits   context.Context // ends a refused request's wait (see Run)
-	d       *httpDriver
-	w       Workload
-	rec     *result.Recorder
-	take    func(time.Time) bool
-	timeout time.Duration
-	conns   []*loopConn
-	active  atomic.Int64
-	idle    chan struct{} // closed when every client has stopped
-	stop    chan struct{}
+	ctx       context.Context
+	waits     context.Context // ends a refused request's wait (see Run)
+	retryWait time.Duration   // RunConfig.RetryWait
+	d         *httpDriver
+	w         Workload
+	rec       *result.Recorder
+	take      func(time.Time) bool
+	timeout   time.Duration
+	conns     []*loopConn
+	active    atomic.Int64
+	idle      chan struct{} // closed when every client has stopped
+	stop      chan struct{}
 }
 
 // runLoops drives the closed loop of cfg's clients through d's HTTP/1.1
 // connections until ctx ends (or take refuses), then waits for the
 // requests in flight.
 func runLoops(ctx, waits context.Context, d *httpDriver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool) {
-	r := &loopRun{ctx: ctx, waits: waits, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
+	r := &loopRun{ctx: ctx, waits: waits, retryWait: cfg.RetryWait, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
 		idle: make(chan struct{}), stop: make(chan struct{})}
 	for _, l := range d.links {
 		r.conns = append(r.conns, &loopConn{run: r, l: l, wake: make(chan struct{}, 1)})
@@ -208,8 +209,8 @@ func (r *loopRun) answered(c *loopClient, status int, end time.Time, dt *dirty) 
 	err := statusError(status)
 	// A refusal (503) is waited out and the request sent again
 	// (retry.go); the loop reads no header, so the wait is the one the
-	// nodes ask for, defaultRetryWait.
-	if wait, ok := retryWait(err, c.rng); ok {
+	// nodes ask for, defaultRetryWait (or RunConfig.RetryWait).
+	if wait, ok := retryWait(err, c.rng, r.retryWait); ok {
 		r.rec.Refused(c.op.Name, c.intended)
 		go func() {
 			if !sleep(r.waits, wait) {

@@ -14,7 +14,8 @@ import (
 // client is asked to come back later. Every operation the runner drives
 // (reads, HEADs, 2i queries, writes) then waits what Retry-After asks,
 // plus up to a tenth more at random (so the clients refused together do
-// not all come back in the same instant), and is tried again whole — a
+// not all come back in the same instant) — or a shorter backoff of the
+// run's choosing (RunConfig.RetryWait, --retry-wait) — and is tried again whole — a
 // HEAD-then-GET from its HEAD. A refusal is counted per operation kind
 // (OpResult.Refused), not as an error. The operation's latency runs from
 // when it was due to its final answer, the waits included; its answered
@@ -38,11 +39,19 @@ func overloaded(err error) bool {
 
 // retryWait is how long to wait before trying again an operation that
 // failed with err, and whether to: only a 503 is waited out and tried
-// again. r draws the jitter (nil: none).
-func retryWait(err error, r *rand.Rand) (time.Duration, bool) {
+// again. fixed 0: what Retry-After asks plus up to a tenth more; else
+// a backoff from fixed/2 to 3·fixed/2 (RunConfig.RetryWait). r draws the
+// jitter (nil: none).
+func retryWait(err error, r *rand.Rand, fixed time.Duration) (time.Duration, bool) {
 	var se *StatusError
 	if !errors.As(err, &se) || se.Code != http.StatusServiceUnavailable {
 		return 0, false
+	}
+	if fixed > 0 {
+		if r == nil {
+			return fixed, true
+		}
+		return fixed/2 + time.Duration(r.Int63n(int64(fixed)+1)), true
 	}
 	wait := se.RetryAfter
 	if wait <= 0 {
@@ -71,7 +80,7 @@ var sleep = func(ctx context.Context, d time.Duration) bool {
 // 503's Retry-After asks (retryWait), 100 ms after another failure.
 // False when ctx ended.
 func sleepBeforeRetry(ctx context.Context, err error) bool {
-	wait, ok := retryWait(err, nil)
+	wait, ok := retryWait(err, nil, 0)
 	if !ok {
 		wait = 100 * time.Millisecond
 	}

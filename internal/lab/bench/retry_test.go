@@ -65,8 +65,14 @@ func (s *refusingCairn) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func TestRefusalsAreWaitedOutAndCounted(t *testing.T) {
 	for _, c := range []struct {
 		name, header string
-		want         time.Duration
-	}{{"retry-after", "2", 2 * time.Second}, {"none", "", defaultRetryWait}} {
+		fixed        time.Duration // RunConfig.RetryWait
+		want         time.Duration // the preload's wait
+		lo, hi       time.Duration // the run's
+	}{
+		{"retry-after", "2", 0, 2 * time.Second, 2 * time.Second, 2200 * time.Millisecond},
+		{"none", "", 0, defaultRetryWait, defaultRetryWait, defaultRetryWait + defaultRetryWait/10},
+		{"retry-wait", "2", 100 * time.Millisecond, 2 * time.Second, 50 * time.Millisecond, 150 * time.Millisecond},
+	} {
 		t.Run(c.name, func(t *testing.T) {
 			waits := fakeSleep(t)
 			f := &fakeCairn{t: t, objects: map[string]int{}, methods: map[string]int{}}
@@ -90,7 +96,7 @@ func TestRefusalsAreWaitedOutAndCounted(t *testing.T) {
 			s.mu.Lock()
 			clear(s.refused)
 			s.mu.Unlock()
-			run, err := Run(context.Background(), d, w, RunConfig{Clients: 1, Conns: 1, Total: 600})
+			run, err := Run(context.Background(), d, w, RunConfig{Clients: 1, Conns: 1, Total: 600, RetryWait: c.fixed})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -125,8 +131,8 @@ func TestRefusalsAreWaitedOutAndCounted(t *testing.T) {
 				t.Fatalf("%d waits for %d refusals", len(ws)-preloadWaits, sent)
 			}
 			for i, wait := range ws {
-				if wait < c.want || (i >= preloadWaits && wait > c.want+c.want/10) || (i < preloadWaits && wait != c.want) {
-					t.Fatalf("wait %d: %v, want %v (up to a tenth more after the preload)", i, wait, c.want)
+				if i < preloadWaits && wait != c.want || i >= preloadWaits && (wait < c.lo || wait > c.hi) {
+					t.Fatalf("wait %d: %v, want %v in the preload, %v to %v in the run", i, wait, c.want, c.lo, c.hi)
 				}
 			}
 		})

@@ -189,7 +189,7 @@ func runClients(ctx, waits context.Context, d Driver, w Workload, cfg RunConfig,
 				sent := intended
 				err := exec(deadlines.Context(time.Now()), d, conn, op)
 				for {
-					wait, ok := retryWait(err, rng)
+					wait, ok := retryWait(err, rng, cfg.RetryWait)
 					if !ok {
 						break
 					}
