@@ -18,14 +18,14 @@ import (
 )
 
 type benchOpts struct {
-	target, workload, consistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
-	cpuProfile, ca, cert, key, token                                                                  string
-	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength, indexTerms                   int
-	total, keys, records                                                                              uint64
-	duration, warmup, timeout                                                                         time.Duration
-	rate                                                                                              float64
-	sequential, noPreload                                                                             bool
-	seed                                                                                              int64
+	target, workload, consistency, indexConsistency, mix, replicas, sweep, out, label, distribution, httpVersion, route string
+	cpuProfile, ca, cert, key, token                                                                                    string
+	clients, conns, pipeline, keySize, valSize, fieldCount, fieldLength, indexTerms                                     int
+	total, keys, records                                                                                                uint64
+	duration, warmup, timeout, retryWait                                                                                time.Duration
+	rate                                                                                                                float64
+	sequential, noPreload                                                                                               bool
+	seed                                                                                                                int64
 }
 
 func newBenchCmd() *cobra.Command {
@@ -57,6 +57,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.BoolVar(&o.sequential, "sequential-keys", false, "use keys in order instead of at random")
 	f.Uint64Var(&o.keys, "keys", 10000, "key space (put, range, entity ids 1..N, large; nhs: objects preloaded)")
 	f.StringVar(&o.consistency, "consistency", "l", "reads: l (linearizable) or s (serializable)")
+	f.StringVar(&o.indexConsistency, "index-consistency", "s", "nhs: 2i queries: s (serializable: one replica per shard, as Riak's coverage queries) or l (linearizable: every shard's leader confirms)")
 	f.StringVar(&o.mix, "mix", "", "operation weights, e.g. put=50,get=50 (entity, large; nhs: get, head_get, update, insert, index_query)")
 	f.StringVar(&o.replicas, "replicas", "", "entity: v0 replicas=ACK/FROM")
 	f.IntVar(&o.indexTerms, "index-terms", 0, "put, entity: secondary-index terms on every write (X-Cairn-Index-* headers; Cairn targets)")
@@ -72,6 +73,7 @@ Workloads: ` + strings.Join(bench.Workloads, ", "),
 	f.StringVar(&o.out, "out", "", "directory for results.json and CSVs")
 	f.StringVar(&o.label, "label", "", "name of this run in reports (default: target kind and workload)")
 	f.DurationVar(&o.timeout, "timeout", 10*time.Second, "deadline of one operation")
+	f.DurationVar(&o.retryWait, "retry-wait", 0, "wait after a 503 before the operation is tried again: 0 waits what its Retry-After asks (up to a tenth more), else a backoff from half to 1.5 times this")
 	f.Int64Var(&o.seed, "seed", 1, "random seed")
 	f.StringVar(&o.ca, "ca", "", "https:// Cairn targets: PEM file of the CA that signed the nodes' certificates")
 	f.StringVar(&o.cert, "cert", "", "https:// Cairn targets: client certificate (PEM) for nodes started with --tls-client-auth")
@@ -104,6 +106,10 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 		return usageError{fmt.Errorf("--consistency must be l or s")}
 	}
 	serializable := strings.HasPrefix(o.consistency, "s")
+	if o.indexConsistency != "l" && o.indexConsistency != "s" && o.indexConsistency != "linearizable" && o.indexConsistency != "serializable" {
+		return usageError{fmt.Errorf("--index-consistency must be l or s")}
+	}
+	indexLinear := strings.HasPrefix(o.indexConsistency, "l")
 	valSize := o.valSize
 	if o.workload == "entity" && !cmd.Flags().Changed("val-size") {
 		valSize = 0 // the classic scripts' value<id>
@@ -152,7 +158,7 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	// The load model of every sweep point, checked before the preload.
 	stderr := cmd.ErrOrStderr()
 	runCfg := bench.RunConfig{Clients: levels[0], Conns: connsFor(o.conns, levels[0]), Total: o.total,
-		Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, Seed: o.seed, Progress: stderr, TTY: isTerminal(os.Stderr)}
+		Duration: o.duration, Warmup: o.warmup, Rate: o.rate, OpTimeout: o.timeout, RetryWait: o.retryWait, Seed: o.seed, Progress: stderr, TTY: isTerminal(os.Stderr)}
 	if err := runCfg.EnsureDefaults().Validate(); err != nil {
 		return usageError{err}
 	}
@@ -160,8 +166,8 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if err != nil {
 		return usageError{err}
 	}
-	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, Replicas: o.replicas,
-		Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
+	drv, err := bench.NewDriver(bench.DriverConfig{Target: o.target, TLS: tlsCfg, Token: o.token, Conns: maxConns, Serializable: serializable, IndexLinearizable: indexLinear,
+		Replicas: o.replicas, Timeout: o.timeout, HTTP2: o.httpVersion == "2", Pipeline: o.pipeline, Route: o.route})
 	if err != nil {
 		return usageError{err}
 	}
@@ -175,7 +181,10 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	}
 	res.Params = map[string]any{"workload": params, "clients": o.clients, "conns": o.conns, "total": o.total,
 		"duration": o.duration.String(), "warmup": o.warmup.String(), "rate": o.rate, "sweep": sweep,
-		"timeout": o.timeout.String(), "seed": o.seed, "consistency": params.Consistency}
+		"timeout": o.timeout.String(), "retry_wait": o.retryWait.String(), "seed": o.seed, "consistency": params.Consistency}
+	if o.workload == "nhs" {
+		res.Params["index_consistency"] = map[bool]string{true: "linearizable", false: "serializable"}[indexLinear]
+	}
 	if res.TargetKind == "cairn" {
 		res.Params["http"] = o.httpVersion
 		res.Params["route"] = o.route

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -82,7 +83,7 @@ func (c *Coordinator) scan(ctx context.Context, q scanQuery) (scanPage, error) {
 	bad := map[uint64]map[uint64]bool{} // shard -> nodes that failed it
 	backoff := 5 * time.Millisecond
 	for round := 0; ; round++ {
-		plan := c.planScan(bad)
+		plan := c.planScan(bad, q.linear)
 		share := max(q.pageBytes/len(plan), minNodeBytes)
 		answers, failed, lastErr := c.scatter(ctx, plan, q, after, q.limit-len(page.entries), share)
 		if len(failed) > 0 {
@@ -177,10 +178,17 @@ func mergeAnswers(answers []wire.ScanResult, bound []byte, bounded bool, emit fu
 
 // planScan assigns every shard of the map to one of its replicas that has
 // not failed it (bad): this node where it holds one, else a node already
-// chosen, else the replica that holds the most shards. A shard every
-// replica failed is tried on all of them again.
-func (c *Coordinator) planScan(bad map[uint64]map[uint64]bool) map[uint64][]wire.ScanShard {
-	shards := c.cfg.Store.Cover()
+// chosen, else the replica that holds the most shards. For a serializable
+// query (!linear), a shard whose queue on this node is long goes to the
+// replica with the shortest queue instead (coverQueue), as serializable
+// reads do. A shard every replica failed is tried on all of them again.
+func (c *Coordinator) planScan(bad map[uint64]map[uint64]bool, linear bool) map[uint64][]wire.ScanShard {
+	return c.planCover(c.cfg.Store.Cover(), func(id uint64) bool { return c.cfg.Store.Replica(id) != nil }, bad, linear, time.Now())
+}
+
+// planCover is planScan over shards; holds reports whether this node
+// holds a replica of a shard.
+func (c *Coordinator) planCover(shards []shard.Descriptor, holds func(uint64) bool, bad map[uint64]map[uint64]bool, linear bool, now time.Time) map[uint64][]wire.ScanShard {
 	held := map[uint64]int{}
 	for _, d := range shards {
 		for _, n := range d.Replicas {
@@ -199,10 +207,17 @@ func (c *Coordinator) planScan(bad map[uint64]map[uint64]bool) map[uint64][]wire
 			delete(bad, d.ID)
 			cands = append(cands, d.Replicas...)
 		}
+		local := holds(d.ID)
+		if !linear && local && slices.Contains(cands, c.cfg.NodeID) {
+			if n := c.coverQueue(d, true, now); n != c.cfg.NodeID && slices.Contains(cands, n) {
+				plan[n] = append(plan[n], scanShard(d))
+				continue
+			}
+		}
 		pick := cands[0]
 		score := func(n uint64) int {
 			switch {
-			case n == c.cfg.NodeID && c.cfg.Store.Replica(d.ID) != nil:
+			case n == c.cfg.NodeID && local:
 				return 1 << 30
 			case plan[n] != nil:
 				return 1<<20 + held[n]

@@ -129,7 +129,8 @@ const localMargin = 8
 
 // shortestQueue picks the replica of d a serializable read goes to: the
 // one with the shortest queue for the shard, as far as this node knows —
-// its own queue exactly (without the read itself), the others' as they
+// its own queue exactly (without the read itself: a Get or Head admitted
+// into it; see coverQueue for a coverage query), the others' as they
 // last reported it (an empty queue once the report is older than
 // remoteDepthTTL). A read served by this node's replica waits for no
 // network hop, so it stays unless another replica's queue is clearly
@@ -138,8 +139,21 @@ const localMargin = 8
 // a tie going to a random one of them, so reads spread. localOK: this
 // node has a replica of d that can serve the read.
 func (c *Coordinator) shortestQueue(d shard.Descriptor, localOK bool, now time.Time) uint64 {
+	return c.shortestQueueOf(d, localOK, 1, now)
+}
+
+// coverQueue is shortestQueue for one shard of a serializable coverage
+// query (a listing or 2i query page, scan.go), which holds no place in
+// the shard's queue: the replica that scans the shard's part.
+func (c *Coordinator) coverQueue(d shard.Descriptor, localOK bool, now time.Time) uint64 {
+	return c.shortestQueueOf(d, localOK, 0, now)
+}
+
+// shortestQueueOf is shortestQueue for a read that holds self places in
+// this node's queue for the shard.
+func (c *Coordinator) shortestQueueOf(d shard.Descriptor, localOK bool, self int64, now time.Time) uint64 {
 	q := c.queue(d.ID)
-	local := max(q.depth.Load()-1, 0)
+	local := max(q.depth.Load()-self, 0)
 	if localOK && local < localMargin {
 		return c.cfg.NodeID
 	}

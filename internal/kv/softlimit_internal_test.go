@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/wire"
 )
 
 // A shard's queue admits up to its soft limit, refuses the next request
@@ -104,5 +105,63 @@ func TestShortestQueuePicksLeastBusyReplica(t *testing.T) {
 	later := time.Now().Add(remoteDepthTTL + time.Second)
 	if got := c.shortestQueue(d, true, later); got == 1 {
 		t.Fatalf("stale reports: read stayed local at depth 20, want a remote replica")
+	}
+}
+
+// A serializable coverage query scans each shard on this node's replica
+// unless its queue here is long and another replica's clearly shorter
+// (coverQueue, the rule of serializable reads; the query itself holds no
+// place in the queue); a linearizable one stays local whatever the
+// queues, and a replica that failed the shard is not chosen.
+func TestCoverPlanAvoidsLongQueueWhenSerializable(t *testing.T) {
+	c := &Coordinator{cfg: Config{NodeID: 1}}
+	shards := []shard.Descriptor{{ID: 5, Replicas: []uint64{1, 2, 3}}, {ID: 6, Replicas: []uint64{1, 2, 3}}}
+	holds := func(uint64) bool { return true }
+	where := func(plan map[uint64][]wire.ScanShard) map[uint64]uint64 {
+		out := map[uint64]uint64{}
+		for n, ss := range plan {
+			for _, s := range ss {
+				out[s.ID] = n
+			}
+		}
+		return out
+	}
+	now := time.Now()
+	if got := where(c.planCover(shards, holds, nil, false, now)); got[5] != 1 || got[6] != 1 {
+		t.Fatalf("idle: plan %v, want every shard on node 1", got)
+	}
+	// Shard 5 has 20 requests queued here; node 3 reported 2, node 2 30.
+	for range 20 {
+		if _, err := c.admit(5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.noteDepth(5, 2, 30)
+	c.noteDepth(5, 3, 2)
+	if got := where(c.planCover(shards, holds, nil, false, now)); got[5] != 3 || got[6] != 1 {
+		t.Fatalf("shard 5 busy here: serializable plan %v, want shard 5 on node 3, shard 6 on node 1", got)
+	}
+	if got := where(c.planCover(shards, holds, nil, true, now)); got[5] != 1 || got[6] != 1 {
+		t.Fatalf("linearizable plan %v, want every shard on node 1", got)
+	}
+	// Node 3 failed shard 5: the local replica, not node 3.
+	bad := map[uint64]map[uint64]bool{5: {3: true}}
+	if got := where(c.planCover(shards, holds, bad, false, now)); got[5] == 3 {
+		t.Fatalf("node 3 failed shard 5, yet the plan is %v", got)
+	}
+	// Exactly localMargin requests queued (the query not among them) are
+	// enough to leave; one fewer is not.
+	c2 := &Coordinator{cfg: Config{NodeID: 1}}
+	for range localMargin - 1 {
+		_, _ = c2.admit(5)
+	}
+	c2.noteDepth(5, 2, 0)
+	c2.noteDepth(5, 3, 0)
+	if got := where(c2.planCover(shards, holds, nil, false, now)); got[5] != 1 {
+		t.Fatalf("local queue %d: plan %v, want shard 5 local", localMargin-1, got)
+	}
+	_, _ = c2.admit(5)
+	if got := where(c2.planCover(shards, holds, nil, false, now)); got[5] == 1 {
+		t.Fatalf("local queue %d: plan %v, want shard 5 elsewhere", localMargin, got)
 	}
 }

@@ -36,6 +36,11 @@ type RunConfig struct {
 	Rate float64
 	// OpTimeout bounds one operation. Default 10 s.
 	OpTimeout time.Duration
+	// RetryWait is the wait after a refusal (503) before the operation is
+	// tried again. Default 0: what the answer's Retry-After asks, up to a
+	// tenth more (retry.go); else a backoff drawn uniformly from
+	// RetryWait/2 to 3·RetryWait/2, whatever Retry-After says.
+	RetryWait time.Duration
 	// Seed of client i's random source (Seed + i·7919 + 1). Default 0.
 	Seed int64
 	// Progress receives live progress; default (nil): none.
@@ -79,6 +84,8 @@ func (c RunConfig) Validate() error {
 		return fmt.Errorf("%w: Rate %v: want 0 (closed loop) or a finite rate above 0", ErrInvalidConfig, c.Rate)
 	case c.OpTimeout <= 0:
 		return fmt.Errorf("%w: OpTimeout %v: want more than 0", ErrInvalidConfig, c.OpTimeout)
+	case c.RetryWait < 0:
+		return fmt.Errorf("%w: RetryWait %v: want 0 (Retry-After) or more", ErrInvalidConfig, c.RetryWait)
 	}
 	return nil
 }
@@ -101,6 +108,11 @@ type DriverConfig struct {
 	// Serializable reads from one replica, maybe stale. Default false:
 	// linearizable reads.
 	Serializable bool
+	// IndexLinearizable makes 2i queries (the nhs workload's) linearizable:
+	// every shard's leader confirms a read index first. Default false:
+	// serializable, one replica's applied state per shard, as Riak's 2i
+	// coverage queries (docs/benchmarks/volume/README.md).
+	IndexLinearizable bool
 	// Replicas is v0's replicas=ACK/FROM for entity ops; default empty:
 	// none sent.
 	Replicas string

@@ -145,6 +145,7 @@ func (d *httpDriver) doH(ctx context.Context, conn int, key []byte, method, path
 		defer cancel()
 	}
 	var status int
+	var retryAfter string
 	if l.h2 != nil {
 		req, err := http.NewRequestWithContext(ctx, method, d.bases[l.node]+pathQuery, bytes.NewReader(body))
 		if err != nil {
@@ -162,7 +163,7 @@ func (d *httpDriver) doH(ctx context.Context, conn int, key []byte, method, path
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		status = resp.StatusCode
+		status, retryAfter = resp.StatusCode, resp.Header.Get("Retry-After")
 	} else {
 		c, err := l.conn(ctx)
 		if err != nil {
@@ -177,8 +178,26 @@ func (d *httpDriver) doH(ctx context.Context, conn int, key []byte, method, path
 			return err
 		}
 		status = resp.Status
+		if status == http.StatusServiceUnavailable {
+			retryAfter = resp.Header.Get("Retry-After")
+		}
 	}
-	return statusError(status)
+	err := statusError(status)
+	if se, ok := err.(*StatusError); ok && status == http.StatusServiceUnavailable {
+		se.RetryAfter = parseRetryAfter(retryAfter)
+	}
+	return err
+}
+
+// parseRetryAfter is a Retry-After field's wait: delay-seconds (Cairn's
+// nodes send 1), or 0 when absent or not a number (an HTTP-date is not
+// honoured: Cairn never sends one).
+func parseRetryAfter(v string) time.Duration {
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 0 {
+		return 0
+	}
+	return time.Duration(n) * time.Second
 }
 
 // statusError is the error of an answer's status: nil for success,
@@ -226,8 +245,12 @@ func (l *link) close() {
 	}
 }
 
-// StatusError is an HTTP error answer.
-type StatusError struct{ Code int }
+// StatusError is an HTTP error answer. RetryAfter is a 503's
+// Retry-After (0: none).
+type StatusError struct {
+	Code       int
+	RetryAfter time.Duration
+}
 
 func (e *StatusError) Error() string { return fmt.Sprintf("http %d", e.Code) }
 
@@ -262,7 +285,7 @@ func (d *httpDriver) Head(ctx context.Context, conn int, key []byte) error {
 func (d *httpDriver) IndexRange(ctx context.Context, conn int, index, start, end string, limit int) error {
 	u := "/v1/index/" + url.PathEscape(index) + "?start=" + url.QueryEscape(start) + "&end=" + url.QueryEscape(end) +
 		"&max_results=" + strconv.Itoa(limit)
-	if d.c.Serializable {
+	if !d.c.IndexLinearizable {
 		u += "&consistency=serializable"
 	}
 	return d.do(ctx, conn, []byte(index), http.MethodGet, u, nil)

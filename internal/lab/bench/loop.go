@@ -36,6 +36,7 @@ type loopClient struct {
 	op       Op
 	step     int // the op's request in flight (a read-modify-write has two)
 	intended time.Time
+	sent     time.Time // its last attempt, after a refusal (else intended)
 }
 
 // loopConn is one connection of the loop with its pending requests.
@@ -53,23 +54,25 @@ type loopConn struct {
 }
 
 type loopRun struct {
-	ctx     context.Context
-	d       *httpDriver
-	w       Workload
-	rec     *result.Recorder
-	take    func(time.Time) bool
-	timeout time.Duration
-	conns   []*loopConn
-	active  atomic.Int64
-	idle    chan struct{} // closed when every client has stopped
-	stop    chan struct{}
+	ctx       context.Context
+	waits     context.Context // ends a refused request's wait (see Run)
+	retryWait time.Duration   // RunConfig.RetryWait
+	d         *httpDriver
+	w         Workload
+	rec       *result.Recorder
+	take      func(time.Time) bool
+	timeout   time.Duration
+	conns     []*loopConn
+	active    atomic.Int64
+	idle      chan struct{} // closed when every client has stopped
+	stop      chan struct{}
 }
 
 // runLoops drives the closed loop of cfg's clients through d's HTTP/1.1
 // connections until ctx ends (or take refuses), then waits for the
 // requests in flight.
-func runLoops(ctx context.Context, d *httpDriver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool) {
-	r := &loopRun{ctx: ctx, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
+func runLoops(ctx, waits context.Context, d *httpDriver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool) {
+	r := &loopRun{ctx: ctx, waits: waits, retryWait: cfg.RetryWait, d: d, w: w, rec: rec, take: take, timeout: cfg.OpTimeout,
 		idle: make(chan struct{}), stop: make(chan struct{})}
 	for _, l := range d.links {
 		r.conns = append(r.conns, &loopConn{run: r, l: l, wake: make(chan struct{}, 1)})
@@ -115,7 +118,7 @@ func (r *loopRun) issue(c *loopClient, dt *dirty) {
 		r.done()
 		return
 	}
-	c.intended, c.op, c.step = now, r.w.Next(c.rng), 0
+	c.intended, c.sent, c.op, c.step = now, now, r.w.Next(c.rng), 0
 	r.send(c, dt)
 }
 
@@ -210,6 +213,21 @@ func appendPathEscape(b, s []byte) []byte {
 // answered advances the client whose request got status at end.
 func (r *loopRun) answered(c *loopClient, status int, end time.Time, dt *dirty) {
 	err := statusError(status)
+	// A refusal (503) is waited out and the request sent again
+	// (retry.go); the loop reads no header, so the wait is the one the
+	// nodes ask for, defaultRetryWait (or RunConfig.RetryWait).
+	if wait, ok := retryWait(err, c.rng, r.retryWait); ok {
+		r.rec.Refused(c.op.Name, c.intended)
+		go func() {
+			if !sleep(r.waits, wait) {
+				r.done() // the run ended: the operation never completed
+				return
+			}
+			c.sent = time.Now()
+			r.send(c, nil)
+		}()
+		return
+	}
 	// A read-modify-write's read goes on past an absent key.
 	more := err == nil || err == ErrNotFound
 	switch c.op.Kind {
@@ -226,7 +244,7 @@ func (r *loopRun) answered(c *loopClient, status int, end time.Time, dt *dirty) 
 		r.send(c, dt)
 		return
 	}
-	r.rec.Record(c.op.Name, c.intended, end, err)
+	r.rec.RecordRetried(c.op.Name, c.intended, c.sent, end, err)
 	r.issue(c, dt)
 }
 
@@ -256,7 +274,7 @@ func (lc *loopConn) takeAllLocked() []*loopClient {
 func (lc *loopConn) failClients(victims []*loopClient, err error) {
 	now := time.Now()
 	for _, c := range victims {
-		lc.run.rec.Record(c.op.Name, c.intended, now, err)
+		lc.run.rec.RecordRetried(c.op.Name, c.intended, c.sent, now, err)
 		lc.run.issue(c, nil)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
 	"math/rand"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,29 +117,6 @@ func Preload(ctx context.Context, d Driver, w Workload, clients int, timeout tim
 	return n, firstErr
 }
 
-// overloaded reports whether err is a node's 503 (its queue, or a
-// shard's, was full).
-func overloaded(err error) bool {
-	var se *StatusError
-	return errors.As(err, &se) && se.Code == http.StatusServiceUnavailable
-}
-
-// sleepBeforeRetry waits before a load write is tried again: a second
-// after a 503 (a node's or a shard's queue was full; the nodes answer
-// Retry-After: 1), 100 ms after another failure. False when ctx ended.
-func sleepBeforeRetry(ctx context.Context, err error) bool {
-	wait := 100 * time.Millisecond
-	if overloaded(err) {
-		wait = time.Second
-	}
-	select {
-	case <-time.After(wait):
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // Run drives the workload with the load model and returns its results;
 // it fills cfg's defaults and validates it first.
 func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunResult, error) {
@@ -150,13 +126,17 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunRe
 	}
 	begin := time.Now()
 	rec := result.NewRecorder(begin.Add(cfg.Warmup), ErrKind)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	if cfg.Total == 0 {
 		var c2 context.CancelFunc
 		ctx, c2 = context.WithDeadline(ctx, begin.Add(cfg.Warmup+cfg.Duration))
 		defer c2()
 	}
+	// waits: what a refused operation's wait ends with (the run's end);
+	// not the cancel that stops issuing after Total operations, so the
+	// operations already issued complete.
+	waits := ctx
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var issued atomic.Uint64 // measured operations started (for Total)
 	take := func(now time.Time) bool {
 		if cfg.Total == 0 || now.Before(rec.Start()) {
@@ -179,9 +159,9 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunRe
 	_, indexed := w.(*nhsWL)
 	if hd, ok := d.(*httpDriver); ok && !hd.c.HTTP2 && due == nil && !indexed {
 		// HTTP/1.1 in a closed loop: without a goroutine per client.
-		runLoops(ctx, hd, w, cfg, rec, take)
+		runLoops(ctx, waits, hd, w, cfg, rec, take)
 	} else {
-		runClients(ctx, d, w, cfg, rec, take, due)
+		runClients(ctx, waits, d, w, cfg, rec, take, due)
 	}
 	stopProgress()
 	elapsed := time.Since(rec.Start())
@@ -190,8 +170,8 @@ func Run(ctx context.Context, d Driver, w Workload, cfg RunConfig) (result.RunRe
 }
 
 // runClients runs each client as a goroutine: the closed loop, or with
-// due the open loop.
-func runClients(ctx context.Context, d Driver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool, due chan time.Time) {
+// due the open loop. A refused operation's wait ends early with waits.
+func runClients(ctx, waits context.Context, d Driver, w Workload, cfg RunConfig, rec *result.Recorder, take func(time.Time) bool, due chan time.Time) {
 	// Operations share their deadlines' timers (one per 10 ms) rather
 	// than each making one: the load generator shares the machine.
 	deadlines := deadline.New(context.Background(), cfg.OpTimeout, 10*time.Millisecond)
@@ -215,8 +195,22 @@ func runClients(ctx context.Context, d Driver, w Workload, cfg RunConfig, rec *r
 					return
 				}
 				op := w.Next(rng)
+				// Refused (503): waited out and tried again (retry.go).
+				sent := intended
 				err := exec(deadlines.Context(time.Now()), d, conn, op)
-				rec.Record(op.Name, intended, time.Now(), err)
+				for {
+					wait, ok := retryWait(err, rng, cfg.RetryWait)
+					if !ok {
+						break
+					}
+					rec.Refused(op.Name, intended)
+					if !sleep(waits, wait) {
+						return // the run ended: the operation never completed
+					}
+					sent = time.Now()
+					err = exec(deadlines.Context(sent), d, conn, op)
+				}
+				rec.RecordRetried(op.Name, intended, sent, time.Now(), err)
 			}
 		}(c)
 	}

@@ -23,6 +23,7 @@ type Result struct {
 	Ops            uint64              `json:"ops"`
 	Errors         uint64              `json:"errors"`
 	ErrorKinds     map[string]uint64   `json:"error_kinds"`
+	Refused        uint64              `json:"refused"`
 	Throughput     float64             `json:"throughput"`
 	LatencyMs      Latency             `json:"latency_ms"`
 	Clients        int                 `json:"clients"`
@@ -89,7 +90,7 @@ type RunResult struct {
 
 // Fill copies a run's figures into the result's top level.
 func (r *Result) Fill(run RunResult) {
-	r.Ops, r.Errors, r.ErrorKinds = run.All.Ops, run.All.Errors, run.All.ErrorKinds
+	r.Ops, r.Errors, r.ErrorKinds, r.Refused = run.All.Ops, run.All.Errors, run.All.ErrorKinds, run.All.Refused
 	r.Throughput, r.LatencyMs = run.All.Throughput, run.All.Latency
 	r.Clients, r.Conns, r.ElapsedSeconds = run.Clients, run.Conns, run.Elapsed
 	r.Operations, r.Series = run.Operations, run.All.Series
@@ -189,6 +190,9 @@ func (r *Result) PrintSummary(w io.Writer) {
 		fmt.Fprintf(w, "    %6s  %9.3f ms\n", q.n, q.v)
 	}
 	fmt.Fprintf(w, "  %d requests, %d errors; throughput %.1f ops/s\n", r.Ops, r.Errors, r.Throughput)
+	if r.Refused > 0 {
+		fmt.Fprintf(w, "  %d refusals (503 with Retry-After) waited out and tried again\n", r.Refused)
+	}
 	names := make([]string, 0, len(r.Operations))
 	for n := range r.Operations {
 		names = append(names, n)
@@ -200,6 +204,12 @@ func (r *Result) PrintSummary(w io.Writer) {
 		fmt.Fprintf(w, "  [%s], AverageLatency(us), %.0f\n", strings.ToUpper(n), o.Latency.Mean*1000)
 		fmt.Fprintf(w, "  [%s], 99thPercentileLatency(us), %.0f\n", strings.ToUpper(n), o.Latency.P99*1000)
 		fmt.Fprintf(w, "  [%s], Errors, %d\n", strings.ToUpper(n), o.Errors)
+		if o.Refused > 0 {
+			fmt.Fprintf(w, "  [%s], Refused, %d\n", strings.ToUpper(n), o.Refused)
+			fmt.Fprintf(w, "  [%s], RetriedOperations, %d\n", strings.ToUpper(n), o.Retried)
+			fmt.Fprintf(w, "  [%s], AnsweredAverageLatency(us), %.0f\n", strings.ToUpper(n), o.AnsweredLatency.Mean*1000)
+			fmt.Fprintf(w, "  [%s], Answered99thPercentileLatency(us), %.0f\n", strings.ToUpper(n), o.AnsweredLatency.P99*1000)
+		}
 		if o.NotFound > 0 {
 			fmt.Fprintf(w, "  [%s], NotFound, %d\n", strings.ToUpper(n), o.NotFound)
 		}

@@ -21,16 +21,22 @@ type second struct {
 }
 
 type opStats struct {
-	hist     *hdrhistogram.Histogram
+	hist *hdrhistogram.Histogram
+	// answered: the time of the attempt that was answered (from when it
+	// was sent), for operations refused (503) and tried again.
+	answered *hdrhistogram.Histogram
 	n        uint64
 	errors   uint64
 	notFound uint64
-	errKinds map[string]uint64
-	seconds  map[int]*second
+	// refused: 503 answers waited out and tried again (Refused);
+	// retried: completed operations refused at least once.
+	refused, retried uint64
+	errKinds         map[string]uint64
+	seconds          map[int]*second
 }
 
 func newOpStats() *opStats {
-	return &opStats{hist: newHist(), errKinds: map[string]uint64{}, seconds: map[int]*second{}}
+	return &opStats{hist: newHist(), answered: newHist(), errKinds: map[string]uint64{}, seconds: map[int]*second{}}
 }
 
 // Recorder collects results of one run. Safe for concurrent use.
@@ -67,7 +73,7 @@ func ErrKind(err error) string {
 	return "other"
 }
 
-func (s *opStats) add(sec int, us int64, err error, kind string) {
+func (s *opStats) add(sec int, us, answeredUs int64, err error, kind string) {
 	sc := s.seconds[sec]
 	if sc == nil {
 		sc = &second{hist: newHist()}
@@ -80,6 +86,7 @@ func (s *opStats) add(sec int, us int64, err error, kind string) {
 		return
 	}
 	_ = s.hist.RecordValue(us)
+	_ = s.answered.RecordValue(answeredUs)
 	_ = sc.hist.RecordValue(us)
 	s.n++
 	sc.n++
@@ -88,10 +95,21 @@ func (s *opStats) add(sec int, us int64, err error, kind string) {
 // Record one completed operation that was due at intended and ended at end.
 // Operations due before the measurement start (warm-up) are dropped.
 func (r *Recorder) Record(name string, intended, end time.Time, err error) {
+	r.RecordRetried(name, intended, intended, end, err)
+}
+
+// RecordRetried records an operation whose final attempt was sent at
+// lastSent: after intended when it was refused (503, see Refused),
+// waited and tried again. Its latency runs from intended to end, the
+// waits included (what its client saw); its answered latency from
+// lastSent to end (the server's time for the attempt it answered, as
+// Record's latency is for an operation never refused).
+func (r *Recorder) RecordRetried(name string, intended, lastSent, end time.Time, err error) {
 	if intended.Before(r.start) {
 		return
 	}
 	us := max(end.Sub(intended).Microseconds(), 1)
+	answeredUs := max(end.Sub(lastSent).Microseconds(), 1)
 	sec := int(end.Sub(r.start) / time.Second)
 	var kind string
 	notFound := errors.Is(err, ErrNotFound)
@@ -103,17 +121,40 @@ func (r *Recorder) Record(name string, intended, end time.Time, err error) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	o := r.op(name)
+	o.add(sec, us, answeredUs, err, kind)
+	r.all.add(sec, us, answeredUs, err, kind)
+	if notFound {
+		o.notFound++
+		r.all.notFound++
+	}
+	if lastSent.After(intended) {
+		o.retried++
+		r.all.retried++
+	}
+}
+
+// Refused counts one 503 answer (the node's or a shard's queue was full)
+// to an attempt of an operation due at intended, which its client waits
+// out and tries again: not an error. Dropped in the warm-up.
+func (r *Recorder) Refused(name string, intended time.Time) {
+	if intended.Before(r.start) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.op(name).refused++
+	r.all.refused++
+}
+
+// op is name's stats, made on first use. r.mu held.
+func (r *Recorder) op(name string) *opStats {
 	o := r.ops[name]
 	if o == nil {
 		o = newOpStats()
 		r.ops[name] = o
 	}
-	o.add(sec, us, err, kind)
-	r.all.add(sec, us, err, kind)
-	if notFound {
-		o.notFound++
-		r.all.notFound++
-	}
+	return o
 }
 
 // Start is when the measurement starts.
@@ -193,10 +234,19 @@ type OpResult struct {
 	Errors     uint64            `json:"errors"`
 	NotFound   uint64            `json:"not_found"`
 	ErrorKinds map[string]uint64 `json:"error_kinds"`
-	Throughput float64           `json:"throughput"`
-	Latency    Latency           `json:"latency_ms"`
-	Histogram  []Bucket          `json:"histogram"`
-	Series     []Point           `json:"series"`
+	// Refused: 503 answers waited out and tried again (not errors);
+	// Retried: operations refused at least once.
+	Refused    uint64  `json:"refused"`
+	Retried    uint64  `json:"retried"`
+	Throughput float64 `json:"throughput"`
+	// Latency runs from when the operation was due to its final answer,
+	// the waits after refusals included; AnsweredLatency from when the
+	// attempt that got the final answer was sent (the same as Latency
+	// for an operation never refused).
+	Latency         Latency  `json:"latency_ms"`
+	AnsweredLatency Latency  `json:"answered_latency_ms"`
+	Histogram       []Bucket `json:"histogram"`
+	Series          []Point  `json:"series"`
 }
 
 // Bucket is one bar of a latency histogram (values in ms).
@@ -240,7 +290,8 @@ func (r *Recorder) Results(elapsed time.Duration) (OpResult, map[string]OpResult
 	defer r.mu.Unlock()
 	conv := func(o *opStats) OpResult {
 		return OpResult{Ops: o.n, Errors: o.errors, NotFound: o.notFound, ErrorKinds: o.errKinds,
-			Throughput: float64(o.n) / elapsed.Seconds(), Latency: latencyOf(o.hist),
+			Refused: o.refused, Retried: o.retried,
+			Throughput: float64(o.n) / elapsed.Seconds(), Latency: latencyOf(o.hist), AnsweredLatency: latencyOf(o.answered),
 			Histogram: bucketsOf(o.hist), Series: seriesOf(o, int(elapsed/time.Second))}
 	}
 	per := map[string]OpResult{}
