@@ -118,9 +118,19 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			// a little and look again.
 			refreshes++
 			lastErr = errors.New(resp.Message)
+			was := d
 			if c.refreshRoute(&d, req, resp) {
 				paths()
-				continue
+				if d.ID != was.ID || d.Epoch > was.Epoch {
+					continue
+				}
+				// The answer's view of the shard is older than this
+				// node's: the replica that answered has not applied the
+				// shard's last change yet (or this node's view was
+				// wrong). Retry with it after the backoff, not at once:
+				// a request must not spend its refreshes in a moment
+				// going back and forth between a replica that has
+				// applied the change and one that has not.
 			}
 		case resp.Status == wire.StatusStopping && local != nil && (local.Removed() || c.cfg.Store.Replica(d.ID) != local):
 			// The local replica was just removed from the shard (a move
