@@ -166,14 +166,13 @@ func (m *Machine) apply(rd *Round, index uint64, cmd *wire.Command) (Result, uin
 		curTerms = nil
 	}
 	if looked {
-		m.versions.put(cmd.Key, curVersion, curData, haveData)
+		m.versions.put(cmd.Key, curVersion, curData, haveData, curTerms)
 	} else {
 		// A replica that did not need the version does not cache it: an
 		// entry it holds is kept current, and a missing one costs a
 		// Pebble read only where it is needed.
-		m.versions.update(cmd.Key, curVersion, curData, haveData)
+		m.versions.update(cmd.Key, curVersion, curData, haveData, curTerms)
 	}
-	m.versions.setTerms(cmd.Key, curTerms)
 	if len(cmd.RequestID) > 0 {
 		bucket := m.dedupBucket(m.clock.now)
 		g := appendDedupRecord(b.groups[bucket], cmd.RequestID, encodeDedupResult(fp, res))

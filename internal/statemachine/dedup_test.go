@@ -159,10 +159,10 @@ func TestDedupIndexKeepsCollidingHashes(t *testing.T) {
 func TestVersionCacheDropsOldest(t *testing.T) {
 	c := versionCache{max: 3}
 	for i, k := range []string{"a", "b", "c"} {
-		c.put([]byte(k), uint64(i+1), nil, false)
+		c.put([]byte(k), uint64(i+1), nil, false, nil)
 	}
-	c.put([]byte("a"), 10, nil, false) // an update: "a" stays the oldest
-	c.put([]byte("d"), 4, nil, false)
+	c.put([]byte("a"), 10, nil, false, nil) // an update: "a" stays the oldest
+	c.put([]byte("d"), 4, nil, false, nil)
 	if _, _, _, ok := c.get([]byte("a")); ok {
 		t.Fatal("the oldest key was kept")
 	}
@@ -171,12 +171,12 @@ func TestVersionCacheDropsOldest(t *testing.T) {
 			t.Fatalf("%s: %d %v, want %d", k, v, ok, want)
 		}
 	}
-	c.put([]byte("e"), 5, nil, false)
+	c.put([]byte("e"), 5, nil, false, nil)
 	if _, _, _, ok := c.get([]byte("b")); ok || len(c.m) != 3 {
 		t.Fatalf("after a fifth key: b kept or %d keys", len(c.m))
 	}
-	c.update([]byte("c"), 30, nil, false) // held: changed
-	c.update([]byte("x"), 7, nil, false)  // not held: not taken in
+	c.update([]byte("c"), 30, nil, false, nil) // held: changed
+	c.update([]byte("x"), 7, nil, false, nil)  // not held: not taken in
 	if v, _, _, ok := c.get([]byte("c")); !ok || v != 30 {
 		t.Fatalf("update of a held key: %d %v", v, ok)
 	}
@@ -184,7 +184,7 @@ func TestVersionCacheDropsOldest(t *testing.T) {
 		t.Fatalf("update took in a new key: %d keys", len(c.m))
 	}
 	c.reset()
-	c.put([]byte("f"), 6, nil, false)
+	c.put([]byte("f"), 6, nil, false, nil)
 	if _, _, _, ok := c.get([]byte("c")); ok || len(c.m) != 1 || len(c.slots) != 1 {
 		t.Fatalf("after reset: %d keys, %d slots", len(c.m), len(c.slots))
 	}
@@ -228,30 +228,30 @@ func TestDedupIndexPairsAndFarIndexes(t *testing.T) {
 func TestVersionCacheKeepsValues(t *testing.T) {
 	c := versionCache{max: 2, values: true}
 	v := []byte("one")
-	c.put([]byte("a"), 1, v, true)
+	c.put([]byte("a"), 1, v, true, nil)
 	v[0] = 'X'
 	if ver, val, has, ok := c.get([]byte("a")); !ok || !has || ver != 1 || string(val) != "one" {
 		t.Fatalf("a: %d %q %v %v", ver, val, has, ok)
 	}
-	c.put([]byte("a"), 2, make([]byte, maxCachedValue+1), true)
+	c.put([]byte("a"), 2, make([]byte, maxCachedValue+1), true, nil)
 	if ver, _, has, ok := c.get([]byte("a")); !ok || has || ver != 2 || c.valBytes != 0 {
 		t.Fatalf("a large value: version %d, value kept %v, known %v, %d bytes", ver, has, ok, c.valBytes)
 	}
 	big := make([]byte, maxCachedValue)
 	for i := 0; c.valBytes+maxCachedValue <= valueBudget; i++ {
 		c.max++
-		c.put(fmt.Appendf(nil, "k%d", i), 3, big, true)
+		c.put(fmt.Appendf(nil, "k%d", i), 3, big, true, nil)
 	}
-	c.put([]byte("over"), 4, big, true)
+	c.put([]byte("over"), 4, big, true, nil)
 	if _, _, has, ok := c.get([]byte("over")); !ok || has || c.valBytes > valueBudget {
 		t.Fatalf("past the budget: value kept %v, known %v, %d bytes", has, ok, c.valBytes)
 	}
-	c.put([]byte("b"), 5, nil, true) // absent, known
+	c.put([]byte("b"), 5, nil, true, nil) // absent, known
 	if ver, val, has, ok := c.get([]byte("b")); !ok || !has || ver != 5 || len(val) != 0 {
 		t.Fatalf("b: %d %q %v %v", ver, val, has, ok)
 	}
 	c.values = false
-	c.put([]byte("b"), 6, []byte("x"), true)
+	c.put([]byte("b"), 6, []byte("x"), true, nil)
 	if _, _, has, _ := c.get([]byte("b")); has {
 		t.Fatal("a value kept with values off")
 	}

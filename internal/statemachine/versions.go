@@ -23,8 +23,8 @@ import (
 // A slot also keeps the secondary-index terms of the key's current
 // object (a copy, within termBudget bytes): on a shard that holds indexed
 // objects every write must remove the entries of the terms it replaces
-// (index.go), and the cache spares it reading them. Apply sets them after
-// every write of the key (setTerms); put and update forget them.
+// (index.go), and the cache spares it reading them. Apply passes them with
+// every write of the key (put, update).
 type versionCache struct {
 	m     map[string]int // key → its slot
 	max   int
@@ -78,8 +78,9 @@ func (c *versionCache) get(key []byte) (version uint64, val []byte, hasVal, know
 }
 
 // put sets key's version (and, with hasVal, its value: nil for an absent
-// key), taking the key in if the cache does not hold it.
-func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) {
+// key) and its object's index terms, taking the key in if the cache does
+// not hold it.
+func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool, terms []wire.IndexTerm) {
 	if c.max <= 0 {
 		return
 	}
@@ -89,7 +90,7 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 		c.slots = make([]versionSlot, 0, min(c.max, 1024))
 	}
 	if i, ok := c.m[string(key)]; ok {
-		c.set(&c.slots[i], version, val, hasVal)
+		c.set(&c.slots[i], version, val, hasVal, terms)
 		return
 	}
 	k := string(key)
@@ -106,13 +107,13 @@ func (c *versionCache) put(key []byte, version uint64, val []byte, hasVal bool) 
 	}
 	c.slots[i].key = k
 	c.m[k] = i
-	c.set(&c.slots[i], version, val, hasVal)
+	c.set(&c.slots[i], version, val, hasVal, terms)
 }
 
-// set fills slot s, reusing its value's buffer; it forgets the slot's
-// index terms.
-func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bool) {
-	c.dropTerms(s)
+// set fills slot s, reusing its value's buffer, and keeps a copy of terms
+// when they fit termBudget.
+func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bool, terms []wire.IndexTerm) {
+	c.setTerms(s, terms)
 	s.version = version
 	s.hasVal = false
 	if !c.values || !hasVal || len(val) > maxCachedValue {
@@ -133,13 +134,13 @@ func (c *versionCache) set(s *versionSlot, version uint64, val []byte, hasVal bo
 	s.hasVal = true
 }
 
-// update sets key's version and value as put does, if the cache holds key
-// (or, while complete, must hold it).
-func (c *versionCache) update(key []byte, version uint64, val []byte, hasVal bool) {
+// update sets key's version, value and terms as put does, if the cache
+// holds key (or, while complete, must hold it).
+func (c *versionCache) update(key []byte, version uint64, val []byte, hasVal bool, terms []wire.IndexTerm) {
 	if i, ok := c.m[string(key)]; ok {
-		c.set(&c.slots[i], version, val, hasVal)
+		c.set(&c.slots[i], version, val, hasVal, terms)
 	} else if c.complete && version != 0 {
-		c.put(key, version, val, hasVal)
+		c.put(key, version, val, hasVal, terms)
 	}
 }
 
@@ -157,14 +158,8 @@ func (c *versionCache) termsOf(key []byte) ([]wire.IndexTerm, bool) {
 	return s.terms, s.hasTerms
 }
 
-// setTerms records the index terms of key's current object (copied), if
-// the cache holds key and they fit termBudget.
-func (c *versionCache) setTerms(key []byte, terms []wire.IndexTerm) {
-	i, ok := c.m[string(key)]
-	if !ok {
-		return
-	}
-	s := &c.slots[i]
+// setTerms keeps a copy of terms in slot s, if they fit termBudget.
+func (c *versionCache) setTerms(s *versionSlot, terms []wire.IndexTerm) {
 	c.dropTerms(s)
 	n := termsBytes(terms)
 	if c.termBytes+n > termBudget {

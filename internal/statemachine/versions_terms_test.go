@@ -9,45 +9,39 @@ import (
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
-// The cache keeps a key's index terms until the key is written again,
-// knows that an absent key has none, and keeps its copies within budget.
+// The cache keeps a key's index terms as a write passes them, a copy,
+// until the key is written again; it knows that an absent key has none,
+// and keeps its copies within budget.
 func TestVersionCacheTerms(t *testing.T) {
 	c := versionCache{max: 2}
 	if _, ok := c.termsOf([]byte("a")); ok {
 		t.Fatal("an empty, incomplete cache knows terms")
 	}
-	c.put([]byte("a"), 1, nil, false)
-	if _, ok := c.termsOf([]byte("a")); ok {
-		t.Fatal("terms known before setTerms")
-	}
 	term := []byte("x")
-	c.setTerms([]byte("a"), []wire.IndexTerm{{Name: "e_bin", Term: term}})
+	c.put([]byte("a"), 1, nil, false, []wire.IndexTerm{{Name: "e_bin", Term: term}})
 	term[0] = 'y' // the cache holds a copy
 	if ts, ok := c.termsOf([]byte("a")); !ok || len(ts) != 1 || string(ts[0].Term) != "x" {
 		t.Fatalf("terms of a: %v %v", ts, ok)
 	}
-	c.put([]byte("a"), 2, nil, false) // a new version forgets them
-	if _, ok := c.termsOf([]byte("a")); ok || c.termBytes != 0 {
-		t.Fatalf("terms known after a new version (%d bytes held)", c.termBytes)
+	c.update([]byte("a"), 2, nil, false, nil) // a new version without terms
+	if ts, ok := c.termsOf([]byte("a")); !ok || ts != nil || c.termBytes != 0 {
+		t.Fatalf("terms after an overwrite without terms: %v %v (%d bytes held)", ts, ok, c.termBytes)
 	}
-	c.setTerms([]byte("a"), nil)
-	if ts, ok := c.termsOf([]byte("a")); !ok || ts != nil {
-		t.Fatalf("no terms: %v %v", ts, ok)
-	}
-	c.put([]byte("gone"), 0, nil, false)
+	c.put([]byte("gone"), 0, nil, false, nil)
 	if ts, ok := c.termsOf([]byte("gone")); !ok || ts != nil {
 		t.Fatal("an absent key's terms are not known to be none")
 	}
-	c.setTerms([]byte("gone"), []wire.IndexTerm{{Name: "e_bin", Term: []byte("z")}})
-	c.put([]byte("b"), 3, nil, false) // evicts a
-	if c.termBytes != termsBytes([]wire.IndexTerm{{Name: "e_bin", Term: []byte("z")}}) {
-		t.Fatalf("%d bytes held after an eviction", c.termBytes)
+	z := []wire.IndexTerm{{Name: "e_bin", Term: []byte("z")}}
+	c.put([]byte("a"), 3, nil, false, z)
+	c.put([]byte("b"), 4, nil, false, nil) // evicts a
+	if _, ok := c.termsOf([]byte("a")); ok || c.termBytes != 0 {
+		t.Fatalf("an evicted key's terms known, or %d bytes held after the eviction", c.termBytes)
 	}
-	big := []wire.IndexTerm{{Name: "e_bin", Term: make([]byte, termBudget)}}
-	c.setTerms([]byte("b"), big)
+	c.put([]byte("b"), 5, nil, false, []wire.IndexTerm{{Name: "e_bin", Term: make([]byte, termBudget)}})
 	if _, ok := c.termsOf([]byte("b")); ok {
 		t.Fatal("terms over the budget kept")
 	}
+	c.put([]byte("gone"), 6, nil, false, z)
 	c.reset()
 	if c.termBytes != 0 {
 		t.Fatalf("%d bytes held after reset", c.termBytes)
