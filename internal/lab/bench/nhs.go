@@ -144,11 +144,19 @@ type IndexDriver interface {
 
 var errIndexUnsupported = errors.New("bench: this workload needs a Cairn (http://) target: index terms, HEAD and index queries")
 
+// indexDriver is d's IndexDriver, or errIndexUnsupported.
+func indexDriver(d Driver) (IndexDriver, error) {
+	if id, ok := d.(IndexDriver); ok {
+		return id, nil
+	}
+	return nil, errIndexUnsupported
+}
+
 // execIndexed runs the nhs workload's own kinds.
 func execIndexed(ctx context.Context, d Driver, conn int, op Op) error {
-	id, ok := d.(IndexDriver)
-	if !ok {
-		return errIndexUnsupported
+	id, err := indexDriver(d)
+	if err != nil {
+		return err
 	}
 	switch op.Kind {
 	case KindPutIndexed:

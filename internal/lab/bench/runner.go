@@ -33,7 +33,11 @@ func exec(ctx context.Context, d Driver, conn int, op Op) error {
 	switch op.Kind {
 	case KindPut:
 		if len(op.Index) > 0 {
-			return execIndexed(ctx, d, conn, Op{Kind: KindPutIndexed, Key: op.Key, Value: op.Value, Index: op.Index})
+			id, err := indexDriver(d)
+			if err != nil {
+				return err
+			}
+			return id.PutIndexed(ctx, conn, op.Key, op.Value, op.Index)
 		}
 		return d.Put(ctx, conn, op.Key, op.Value)
 	case KindGet:
@@ -47,9 +51,9 @@ func exec(ctx context.Context, d Driver, conn int, op Op) error {
 		return d.Put(ctx, conn, op.Key, op.Value)
 	case KindEntityPut:
 		if len(op.Index) > 0 {
-			id, ok := d.(IndexDriver)
-			if !ok {
-				return errIndexUnsupported
+			id, err := indexDriver(d)
+			if err != nil {
+				return err
 			}
 			return id.EntityPutIndexed(ctx, conn, op.Key, op.Value, op.Index)
 		}
