@@ -30,6 +30,9 @@ type Node struct {
 	mu       sync.Mutex
 	proc     *Process
 	expected bool // the launcher signalled the current run
+	// logged is closed once the last run's exit is in its log (nil
+	// before the first run): the next run's lines come after it.
+	logged chan struct{}
 }
 
 // Cluster is a set of nodes this process launched. Its methods take node

@@ -145,6 +145,10 @@ func TestLifecycle(t *testing.T) {
 			t.Errorf("log of node 1 lacks %q:\n%s", want, log)
 		}
 	}
+	// The first run's exit is logged before the second run starts.
+	if ex, second := strings.Index(log, "exited"), strings.LastIndex(log, "starting node 1"); ex < 0 || ex > second {
+		t.Errorf("log of node 1: the first run's exit is not before the restart:\n%s", log)
+	}
 	if !strings.Contains(log, "--initial-cluster 1="+c.Node(1).PeerAddr+",2="+c.Node(2).PeerAddr) {
 		t.Errorf("log of node 1: no --initial-cluster:\n%s", log)
 	}

@@ -101,6 +101,9 @@ func (c *Cluster) Start(id int) error {
 	if n.proc != nil && n.proc.Running() {
 		return nil
 	}
+	if n.logged != nil {
+		<-n.logged // the last run has exited; its exit line is written at once
+	}
 	args := append([]string{"serve", "--node-id", fmt.Sprint(n.ID), "--http-addr", n.HTTPAddr,
 		"--peer-addr", n.PeerAddr, "--data-dir", n.Dir}, c.args...)
 	if n.EtcdAddr != "" {
@@ -141,21 +144,24 @@ func (c *Cluster) Start(id int) error {
 			return fmt.Errorf("launcher: node %d: %w", id, err)
 		}
 	}
-	n.proc, n.expected = p, false
-	go c.watch(n, p, logf)
+	n.proc, n.expected, n.logged = p, false, make(chan struct{})
+	go c.watch(n, p, logf, n.logged)
 	return nil
 }
 
-// watch reports the end of one run of node n.
-func (c *Cluster) watch(n *Node, p *Process, logf *os.File) {
+// watch reports the end of one run of node n: it writes the exit to the
+// run's log, closes logged, then tells Config.OnExit unless the launcher
+// caused the exit.
+func (c *Cluster) watch(n *Node, p *Process, logf *os.File, logged chan struct{}) {
 	err := p.ExitErr()
-	n.mu.Lock()
-	expected := n.expected || n.proc != p
-	n.mu.Unlock()
 	if logf != nil {
 		fmt.Fprintf(logf, "=== launcher %s: node %d (pid %d) exited: %v\n", stamp(), n.ID, p.Pid(), exitText(err))
 		logf.Close()
 	}
+	close(logged)
+	n.mu.Lock()
+	expected := n.expected || n.proc != p
+	n.mu.Unlock()
 	if !expected && c.cfg.OnExit != nil {
 		c.cfg.OnExit(n.ID, err)
 	}
