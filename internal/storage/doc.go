@@ -23,12 +23,15 @@
 //	0x00 "meta/derived-pending/" range  a derived-index rebuild to finish
 //	0x06 shard(8)                     history floor: the highest log index
 //	                                  whose change events are gone
+//	0x06 shard(8) 0x00                the history's bytes, counted in
+//	                                  windows of log indexes
 //	0x06 shard(8) index(8) pos(4)     change event of the pos-th write of
 //	                                  the entry at index: kind, key, value,
 //	                                  the version and value it replaced
 //	                                  (internal/statemachine/history.go);
 //	                                  the last 20,000 log indexes are kept
-//	                                  by default; watches read them
+//	                                  by default, at most 64 MiB; watches
+//	                                  read them
 //
 // The 0x06 history is a shard's replicated state, like its data: written
 // in the apply batch of the writes it records, carried by snapshots.

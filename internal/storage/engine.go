@@ -275,6 +275,11 @@ func (i *Iter) Value() []byte { return i.it.Value() }
 // Close releases the iterator and returns any iteration error.
 func (i *Iter) Close() error { return i.it.Close() }
 
+// Steps counts the points the iterator has stepped over since it was
+// made: the entries it answered and, inside Pebble, the tombstones of
+// deleted keys and the older versions it skipped on the way.
+func (i *Iter) Steps() uint64 { return i.it.Stats().InternalStats.PointCount }
+
 type quietLogger struct{}
 
 func (quietLogger) Infof(string, ...interface{})  {}

@@ -23,6 +23,14 @@ func HistoryFloorKey(shard uint64) []byte {
 	return k
 }
 
+// HistoryBytesKey is the key of the record that counts a shard's history
+// in bytes (internal/statemachine/history_bytes.go). It sorts after the
+// floor record and before every event (an event's index is at least 1),
+// inside HistorySpan, so snapshots carry it.
+func HistoryBytesKey(shard uint64) []byte {
+	return append(HistoryFloorKey(shard), 0)
+}
+
 // HistoryKey is the key of the event at position pos of the entry at log
 // index of a shard (an entry may hold several writes, each of another key).
 func HistoryKey(shard, index uint64, pos uint32) []byte {

@@ -2,6 +2,7 @@ package storage
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 
@@ -21,20 +22,30 @@ type ScanOptions struct {
 	Keep func(tok uint64) bool
 	// Limit bounds the entries returned; MaxBytes their sort keys, keys,
 	// terms and values (at least one entry is returned); MaxExamined the
-	// entries looked at, kept or not.
+	// points the scan steps over (Iter.Steps): entries kept or not, and
+	// the tombstones of deleted keys, which Pebble skips inside a step.
 	Limit, MaxBytes, MaxExamined int
 	// Values: read each entry's value and version.
 	Values bool
 	// Terms: with Values, in the key order, also each object's index
 	// terms.
 	Terms bool
+	// Ctx, when set, ends the scan once it is done (checked at the first
+	// entry reached, then every stopCheckSteps steps, tombstones
+	// included): the answer is the entries found so far, More, and Last
+	// the entry reached. Nil: never.
+	Ctx context.Context
 }
+
+// stopCheckSteps: how many steps apart a scan checks ScanOptions.Ctx.
+const stopCheckSteps = 1024
 
 // ScanOutput is what Scan found.
 type ScanOutput struct {
 	Entries []wire.ScanEntry
 	// More: the scan stopped before To; Last is the last sort key it
-	// examined (a copy).
+	// answered or passed over (a copy): an entry left out for the byte
+	// bound is examined again by a scan continued after Last.
 	More bool
 	Last []byte
 }
@@ -74,51 +85,87 @@ func (s *Snapshot) Scan(o ScanOptions) (ScanOutput, error) {
 	return out, err
 }
 
-// scanIter is Scan's walk over it (positioned nowhere yet).
+// scanIter is Scan's walk over it (positioned nowhere yet). The byte
+// bound is kept exactly: an entry that would take the answer over
+// MaxBytes is left for the next scan (unless it is the first), and Last
+// stays the key examined before it.
+//
+// The work bounds (MaxExamined, Ctx) are checked after the entry a step
+// reached is answered or passed over, and the scan then ends with it as
+// Last: one step can cross any number of tombstones, and a scan
+// continued after Last does not cross them again. So every scan moves
+// past at least one entry, and a range of deleted keys is crossed once
+// however many scans it takes.
 func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput, error) {
 	var out ScanOutput
-	size, examined := 0, 0
+	size := 0
+	check := uint64(0) // the first step checks Ctx too
 	for ok := it.First(); ok; ok = it.Next() {
-		if len(out.Entries) >= o.Limit || (len(out.Entries) > 0 && size >= o.MaxBytes) || examined >= o.MaxExamined {
+		if len(out.Entries) >= o.Limit || (len(out.Entries) > 0 && size >= o.MaxBytes) {
 			out.More = true
 			return out, nil
 		}
-		examined++
 		sk := it.Key()[len(prefix):]
-		out.Last = append(out.Last[:0], sk...)
 		tok, err := DerivedToken(it.Value())
 		if err != nil {
 			return out, err
 		}
-		if o.Keep != nil && !o.Keep(tok) {
-			continue
-		}
-		e := wire.ScanEntry{SortKey: append([]byte(nil), sk...)}
-		if o.Index == "" {
-			e.Key = e.SortKey
-		} else if e.Term, e.Key, err = SplitIndexSortKey(o.Index, e.SortKey); err != nil {
-			return out, err
-		}
-		if o.Values {
-			v, err := s.Get(DataKey(tok, e.Key))
-			if errors.Is(err, ErrNotFound) {
-				return out, fmt.Errorf("%w: derived entry of %q without its object", ErrCorrupt, e.Key)
-			}
+		if o.Keep == nil || o.Keep(tok) {
+			e, err := s.scanEntry(o, sk, tok)
 			if err != nil {
 				return out, err
 			}
-			if o.Terms && o.Index == "" {
-				if e.Version, e.Terms, e.Value, err = DecodeValueMeta(v); err != nil {
-					return out, err
-				}
-			} else if e.Version, e.Value, err = DecodeValue(v); err != nil {
-				return out, err
+			n := len(e.SortKey) + len(e.Term) + len(e.Value)
+			if len(out.Entries) > 0 && size+n > o.MaxBytes {
+				out.More = true
+				return out, nil
 			}
+			size += n
+			out.Entries = append(out.Entries, e)
 		}
-		size += len(e.SortKey) + len(e.Term) + len(e.Value)
-		out.Entries = append(out.Entries, e)
+		out.Last = append(out.Last[:0], sk...)
+		steps := it.Steps()
+		if steps >= uint64(o.MaxExamined) {
+			out.More = true
+			return out, nil
+		}
+		if steps >= check && o.Ctx != nil {
+			if o.Ctx.Err() != nil {
+				out.More = true
+				return out, nil
+			}
+			check = steps + stopCheckSteps
+		}
 	}
 	return out, nil
+}
+
+// scanEntry is the entry of sort key sk (token tok) a scan answers, with
+// its value and version if o asks.
+func (s *Snapshot) scanEntry(o ScanOptions, sk []byte, tok uint64) (wire.ScanEntry, error) {
+	var err error
+	e := wire.ScanEntry{SortKey: append([]byte(nil), sk...)}
+	if o.Index == "" {
+		e.Key = e.SortKey
+	} else if e.Term, e.Key, err = SplitIndexSortKey(o.Index, e.SortKey); err != nil {
+		return e, err
+	}
+	if !o.Values {
+		return e, nil
+	}
+	v, err := s.Get(DataKey(tok, e.Key))
+	if errors.Is(err, ErrNotFound) {
+		return e, fmt.Errorf("%w: derived entry of %q without its object", ErrCorrupt, e.Key)
+	}
+	if err != nil {
+		return e, err
+	}
+	if o.Terms && o.Index == "" {
+		e.Version, e.Terms, e.Value, err = DecodeValueMeta(v)
+	} else {
+		e.Version, e.Value, err = DecodeValue(v)
+	}
+	return e, err
 }
 
 // Meta is what HeadValue reads of a stored object.

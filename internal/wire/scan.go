@@ -50,8 +50,8 @@ type ScanEntry struct {
 type ScanResult struct {
 	Entries []ScanEntry
 	// More: the scan stopped before To (limit, byte or work budget); Last
-	// is then the last sort key it examined, and every entry of the listed
-	// shards up to Last is in Entries.
+	// is then the last sort key it answered or passed over, and every
+	// entry of the listed shards up to Last is in Entries.
 	More bool
 	Last []byte
 	// Failed lists the shards the receiver could not serve (no replica,
