@@ -212,6 +212,11 @@ func decodeEvent(index uint64, b []byte) (Event, error) {
 type historyState struct {
 	retention uint64 // 0: no history is kept
 	floor     uint64
+	// maxBytes bounds what windows count (0: no bound; history_bytes.go);
+	// dirty: the windows changed since the last round wrote them.
+	maxBytes uint64
+	windows  []histWindow
+	dirty    bool
 }
 
 // OpenHistory loads the history's floor. A shard without a floor record
@@ -230,15 +235,16 @@ func (m *Machine) OpenHistory(applied uint64) error {
 	switch {
 	case err == nil && len(v) == 8:
 		m.hist.floor = binary.BigEndian.Uint64(v)
-		return nil
+		return m.loadWindows()
 	case err == nil:
 		return fmt.Errorf("statemachine: shard %d: %w: history floor %x", m.id, storage.ErrCorrupt, v)
 	case !errors.Is(err, storage.ErrNotFound):
 		return fmt.Errorf("statemachine: shard %d: %w", m.id, err)
 	}
-	m.hist.floor = applied
+	m.hist.floor, m.hist.windows, m.hist.dirty = applied, nil, false
 	b := m.cfg.Engine.NewBatch()
 	b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, applied))
+	b.Delete(storage.HistoryBytesKey(m.id))
 	return b.Commit(false)
 }
 
@@ -270,17 +276,25 @@ func (m *Machine) recordEvent(rd *Round, index uint64, e *Event) {
 	}
 	rd.b.addEvent(m.id, index, rd.evPos, e)
 	rd.evPos++
+	m.countEvent(index, e.Key, e.Value)
 }
 
 // trimHistory drops the events at or below last - retention, a multiple
-// of retention/16 at a time, and moves the floor record.
+// of retention/16 at a time, and those of the oldest byte windows while
+// the windows hold more than maxBytes (history_bytes.go); it moves the
+// floor record and writes the windows.
 func (m *Machine) trimHistory(rd *Round) {
 	ret := m.hist.retention
-	if ret == 0 || rd.last <= ret {
+	if ret == 0 {
 		return
 	}
-	step := max(ret/16, 1)
-	floor := (rd.last - ret) / step * step
+	defer m.writeWindows(rd)
+	var floor uint64
+	if rd.last > ret {
+		step := m.hist.step()
+		floor = (rd.last - ret) / step * step
+	}
+	floor = max(floor, m.hist.bytesFloor())
 	if floor <= m.hist.floor {
 		return
 	}
@@ -288,4 +302,5 @@ func (m *Machine) trimHistory(rd *Round) {
 	rd.b.dropEventsThrough(floor)
 	rd.b.Set(storage.HistoryFloorKey(m.id), binary.BigEndian.AppendUint64(nil, floor))
 	m.hist.floor = floor
+	m.hist.dropWindowsThrough(floor)
 }

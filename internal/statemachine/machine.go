@@ -44,6 +44,11 @@ type Config struct {
 	// DefaultHistoryRetention; negative: no history (and no read of a
 	// key's current value before an unconditional put).
 	HistoryRetention int
+	// HistoryBytes bounds the history in bytes besides log indexes
+	// (history_bytes.go): its events' keys and values, counted the same
+	// on every replica. Default DefaultHistoryBytes; negative: no bound
+	// but retention.
+	HistoryBytes int64
 	// Logger for entries that do not decode. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -58,6 +63,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.HistoryRetention == 0 {
 		c.HistoryRetention = DefaultHistoryRetention
+	}
+	if c.HistoryBytes == 0 {
+		c.HistoryBytes = DefaultHistoryBytes
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -134,6 +142,7 @@ func Open(cfg Config) (*Machine, error) {
 	m.rng.Store(&tokenRange{cfg.Start, cfg.End})
 	m.versions.max = cfg.VersionCache
 	m.hist.retention = uint64(max(cfg.HistoryRetention, 0))
+	m.hist.maxBytes = uint64(max(cfg.HistoryBytes, 0))
 	m.versions.values = m.hist.retention > 0
 	if err := dropLegacyDedup(cfg.Engine, m.id); err != nil {
 		return nil, fmt.Errorf("statemachine: shard %d: %w", m.id, err)
