@@ -17,7 +17,9 @@ import (
 // map places here (created with bootstrap) and those moves created
 // (found by their state in the engine). A replica whose persisted
 // descriptor no longer lists this node applied its own removal before a
-// crash: its deletion is finished now.
+// crash: its deletion is finished now. Raft state with no descriptor, of
+// a shard the map does not place here, has no known range: its state is
+// deleted, its data (if any) left in place, with a warning.
 func (s *Store) openReplicas(bootstrap bool) error {
 	eng := s.cfg.Engine
 	local, err := storage.LocalShards(eng)
@@ -52,6 +54,17 @@ func (s *Store) openReplicas(bootstrap bool) error {
 			}
 			if found {
 				d = stored
+			} else if !d.HasReplica(s.cfg.NodeID) {
+				// Raft state without a descriptor, of a shard the map
+				// does not place here: its range is unknown (the zero
+				// descriptor's would be the node's whole data space).
+				s.cfg.Logger.Warn("replica state without a descriptor, of a shard not placed on this node: "+
+					"deleting its raft state and history; its range is unknown, so its data, if any, is left in place",
+					"shard", id)
+				if err := s.destroyState(id); err != nil {
+					return err
+				}
+				continue
 			}
 			if !d.HasReplica(s.cfg.NodeID) {
 				s.cfg.Logger.Info("finishing the removal of a replica", "shard", id, "epoch", d.Epoch)
@@ -197,10 +210,31 @@ func (s *Store) reaper() {
 
 // removeLocal takes the local replica of d's shard out of the store (new
 // messages for it are refused from now on), stops it and deletes its
-// state.
+// state. d is the descriptor that removed it. The same removal may be
+// asked twice (the reaper, when the replica applied it, and the orphan
+// collector or a scrub repair, from the members' descriptor): a call
+// that finds the removal done, or a newer replica of the shard in the
+// replica's place (the node was added back), does nothing.
 func (s *Store) removeLocal(d shard.Descriptor) error {
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	return s.removeLocalLocked(d)
+}
+
+// removeLocalLocked is removeLocal under s.lifecycle.
+func (s *Store) removeLocalLocked(d shard.Descriptor) error {
 	s.mu.Lock()
 	r := s.mu.replicas[d.ID]
+	if r != nil && !r.Removed() {
+		if cur := r.Desc(); cur.Epoch > d.Epoch && cur.HasReplica(s.cfg.NodeID) {
+			s.mu.Unlock()
+			return nil // a member again, or a replica created since
+		}
+	}
+	if epoch, dead := s.mu.tombs[d.ID]; r == nil && dead && epoch >= d.Epoch {
+		s.mu.Unlock()
+		return nil // deleted already
+	}
 	delete(s.mu.replicas, d.ID)
 	s.mu.tombs[d.ID] = d.Epoch
 	if old, ok := s.mu.known[d.ID]; !ok || old.Epoch < d.Epoch {
@@ -217,17 +251,14 @@ func (s *Store) removeLocal(d shard.Descriptor) error {
 }
 
 // destroy deletes a removed replica's data, shard-local state and
-// history and writes its tombstone, in one synced batch.
+// history and writes its tombstone, in one synced batch. d's range must
+// be the replica's: the zero descriptor's is every shard's data.
 func (s *Store) destroy(d shard.Descriptor) error {
 	eng := s.cfg.Engine
 	b := eng.NewBatch()
 	ds, de := storage.DataSpan(d.Start, d.End)
 	b.DeleteRange(ds, de)
-	ls, le := storage.ShardLocalSpan(d.ID)
-	b.DeleteRange(ls, le)
-	hs, he := storage.HistorySpan(d.ID)
-	b.DeleteRange(hs, he)
-	b.Set(storage.TombstoneKey(d.ID), binary.BigEndian.AppendUint64(nil, d.Epoch))
+	deleteState(b, d.ID, d.Epoch)
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("store: delete removed replica of shard %d: %w", d.ID, err)
 	}
@@ -240,6 +271,32 @@ func (s *Store) destroy(d shard.Descriptor) error {
 	s.mu.tombs[d.ID] = d.Epoch
 	s.mu.Unlock()
 	return nil
+}
+
+// destroyState deletes the shard-local state (raft log, hard and applied
+// state, descriptor) and history of shard id and writes its tombstone at
+// epoch 0, in one synced batch, and leaves the data space alone: for a
+// replica whose range is unknown.
+func (s *Store) destroyState(id uint64) error {
+	b := s.cfg.Engine.NewBatch()
+	deleteState(b, id, 0)
+	if err := b.Commit(true); err != nil {
+		return fmt.Errorf("store: delete the state of shard %d: %w", id, err)
+	}
+	s.mu.Lock()
+	s.mu.tombs[id] = 0
+	s.mu.Unlock()
+	return nil
+}
+
+// deleteState adds to b the deletion of shard id's shard-local keys and
+// history and its tombstone at epoch.
+func deleteState(b *storage.Batch, id, epoch uint64) {
+	ls, le := storage.ShardLocalSpan(id)
+	b.DeleteRange(ls, le)
+	hs, he := storage.HistorySpan(id)
+	b.DeleteRange(hs, he)
+	b.Set(storage.TombstoneKey(id), binary.BigEndian.AppendUint64(nil, epoch))
 }
 
 // Errors of replica creation.
@@ -256,13 +313,22 @@ var (
 // asked by the shard's leader through wire.KindCreateReplica: a learner
 // (the first step of adding it), or a voter of a shard a split made that
 // this node missed (split.go). Idempotent: an existing replica is left
-// alone. Refused when d does not list this node, while a local replica
-// of another shard owns part of d's range, or when the node's
-// replica of the shard was removed at d's epoch or later (a late request
-// never brings back a removed replica).
+// alone, unless it applied its own removal (its deletion, which may be
+// waiting for the reaper, is done first: a removed replica never serves
+// again). A removal under way is waited for. Refused when d does not
+// list this node, while a local replica of another shard owns part of
+// d's range, or when the node's replica of the shard was removed at d's
+// epoch or later (a late request never brings back a removed replica).
 func (s *Store) CreateReplica(d shard.Descriptor) error {
 	if d.ID == 0 || !d.HasReplica(s.cfg.NodeID) || len(d.Replicas) == 0 {
 		return fmt.Errorf("%w: shard %d does not list node %d", ErrBadDescriptor, d.ID, s.cfg.NodeID)
+	}
+	s.lifecycle.Lock()
+	defer s.lifecycle.Unlock()
+	if r := s.replica(d.ID); r != nil && r.Removed() {
+		if err := s.removeLocalLocked(r.Desc()); err != nil {
+			return err
+		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -283,21 +349,17 @@ func (s *Store) CreateReplica(d shard.Descriptor) error {
 		// (A newer descriptor may own less: the shard split since.)
 		return fmt.Errorf("%w: shard %d owns [%x,%x), not [%x,%x)", ErrBadDescriptor, d.ID, k.Start, k.End, d.Start, d.End)
 	}
-	if epoch, dead := s.mu.tombs[d.ID]; dead {
-		if epoch >= d.Epoch {
-			return fmt.Errorf("%w: shard %d at epoch %d", ErrRemoved, d.ID, epoch)
-		}
-		b := s.cfg.Engine.NewBatch()
-		b.Delete(storage.TombstoneKey(d.ID))
-		if err := b.Commit(true); err != nil {
-			return err
-		}
-		delete(s.mu.tombs, d.ID)
+	if epoch, dead := s.mu.tombs[d.ID]; dead && epoch >= d.Epoch {
+		return fmt.Errorf("%w: shard %d at epoch %d", ErrRemoved, d.ID, epoch)
 	}
+	// Create replaces the tombstone of an older epoch by the new state in
+	// one batch: a crash in between would leave neither, and a shard of
+	// the bootstrap map without state does not open.
 	r, err := replica.Create(s.replicaConfig(d.Clone()))
 	if err != nil {
 		return fmt.Errorf("store: %w", err)
 	}
+	delete(s.mu.tombs, d.ID)
 	s.mu.replicas[d.ID] = r
 	s.sched.add(d.ID)
 	s.routesChanged()

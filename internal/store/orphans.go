@@ -57,6 +57,11 @@ func (s *Store) orphans() {
 
 // removedBy asks the other members of d for their descriptor of d's
 // shard and returns one of a higher epoch that does not list this node.
+// The shard may have split while this node was away (a split keeps the
+// shard's id and narrows its range): a descriptor whose range lies inside
+// d's proves the removal too, and the one returned then spans d's whole
+// range at the members' epoch, so removing the replica deletes all it
+// held (no replica of the other half can be here: it would overlap).
 func (s *Store) removedBy(d shard.Descriptor) (shard.Descriptor, bool) {
 	if s.tr == nil {
 		return shard.Descriptor{}, false
@@ -82,8 +87,8 @@ func (s *Store) removedBy(d shard.Descriptor) (shard.Descriptor, bool) {
 		}
 		for _, b := range info.Descriptors {
 			nd, err := shard.UnmarshalDescriptor(b)
-			if err == nil && nd.ID == d.ID && nd.Start == d.Start && nd.End == d.End &&
-				nd.Epoch > d.Epoch && !nd.HasReplica(s.cfg.NodeID) {
+			if err == nil && nd.ID == d.ID && within(nd, d) && nd.Epoch > d.Epoch && !nd.HasReplica(s.cfg.NodeID) {
+				nd.Start, nd.End = d.Start, d.End
 				return nd, true
 			}
 		}
@@ -99,4 +104,10 @@ func (s *Store) NodeInfoDescriptors() [][]byte {
 		out = append(out, r.Desc().Marshal())
 	}
 	return out
+}
+
+// within reports whether in's token range lies inside out's (End 0: the
+// end of the ring).
+func within(in, out shard.Descriptor) bool {
+	return in.Start >= out.Start && (out.End == 0 || in.End != 0 && in.End <= out.End)
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,7 +19,12 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 )
 
-var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+var quiet = func() *slog.Logger {
+	if os.Getenv("CAIRN_TEST_LOG") != "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}()
 
 type storeHandler struct{ *Store }
 

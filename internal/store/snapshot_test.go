@@ -25,12 +25,14 @@ type grpcNode struct {
 }
 
 type grpcCluster struct {
-	// tune, if set, adjusts every node's store configuration.
-	tune  func(*Config)
-	t     *testing.T
-	m     shard.Map
-	peers map[uint64]string
-	nodes map[uint64]*grpcNode
+	// tune, if set, adjusts every node's store configuration; tuneTr,
+	// its transport's.
+	tune   func(*Config)
+	tuneTr func(id uint64, cfg *transport.Config)
+	t      *testing.T
+	m      shard.Map
+	peers  map[uint64]string
+	nodes  map[uint64]*grpcNode
 }
 
 const testChunk = 16 << 10
@@ -67,8 +69,12 @@ func (c *grpcCluster) start(id uint64, fresh bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := transport.NewGRPC(transport.Config{NodeID: id, Listener: l, Peers: c.peers,
-		Handler: storeHandler{st}, Unreachable: st.Unreachable, Logger: quiet})
+	tcfg := transport.Config{NodeID: id, Listener: l, Peers: c.peers,
+		Handler: storeHandler{st}, Unreachable: st.Unreachable, Logger: quiet}
+	if c.tuneTr != nil {
+		c.tuneTr(id, &tcfg)
+	}
+	tr, err := transport.NewGRPC(tcfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,6 +95,11 @@ func (c *grpcCluster) stop(id uint64) {
 }
 
 func newGRPCCluster(t *testing.T) *grpcCluster {
+	return newGRPCClusterOn(t, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") })
+}
+
+// newGRPCClusterOn starts a cluster whose peer ports listen picks.
+func newGRPCClusterOn(t *testing.T, listen func() (net.Listener, error)) *grpcCluster {
 	m, err := shard.Bootstrap([]uint64{1, 2, 3}, 1, 3)
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +109,7 @@ func newGRPCCluster(t *testing.T) *grpcCluster {
 	// closed at once may be handed out again.
 	var held []net.Listener
 	for id := uint64(1); id <= 3; id++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		l, err := listen()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,16 +145,14 @@ func (c *grpcCluster) leader() *grpcNode {
 	return nil
 }
 
-// A follower that missed more than the leader's log holds catches up by
-// a snapshot streamed over gRPC in many chunks of at most the chunk size
-// (plus one record), and ends with exactly the leader's data.
-func TestSnapshotOverGRPCInChunks(t *testing.T) {
-	c := newGRPCCluster(t)
-	c.leader()
-	c.stop(3)
+// fill writes n values of 2000 bytes to shard 1 (node 3 may be down)
+// and waits until nodes 1 and 2 have cut their logs, so node 3 needs a
+// snapshot to catch up; it returns the last leader seen.
+func (c *grpcCluster) fill(n int) *grpcNode {
+	t := c.t
 	lead := c.leader()
 	value := make([]byte, 2000)
-	for i := 0; i < 300; i++ {
+	for i := 0; i < n; i++ {
 		k := []byte(fmt.Sprint("k", i))
 		copy(value, k)
 		cmd := wire.Command{RequestID: []byte(fmt.Sprint("id", i)), Op: wire.OpPut, Key: k, Value: value}
@@ -176,6 +185,17 @@ func TestSnapshotOverGRPCInChunks(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+	return lead
+}
+
+// A follower that missed more than the leader's log holds catches up by
+// a snapshot streamed over gRPC in many chunks of at most the chunk size
+// (plus one record), and ends with exactly the leader's data.
+func TestSnapshotOverGRPCInChunks(t *testing.T) {
+	c := newGRPCCluster(t)
+	c.leader()
+	c.stop(3)
+	lead := c.fill(300)
 	c.start(3, false)
 	follower := c.nodes[3].st.Replica(1)
 	deadline := time.Now().Add(20 * time.Second)

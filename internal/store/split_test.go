@@ -456,6 +456,16 @@ func TestSplitThenMoveBothHalves(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
+			for _, id := range []uint64{1, 2, 3, 4} {
+				l, _ := c.nodes[id].st.Descriptor(1)
+				u, _ := c.nodes[id].st.Descriptor(upper.ID)
+				t.Logf("node %d: %+v %+v", id, l, u)
+				for _, sid := range []uint64{1, upper.ID} {
+					if r := c.nodes[id].st.Replica(sid); r != nil {
+						t.Logf("node %d shard %d status %+v", id, sid, r.Status())
+					}
+				}
+			}
 			t.Fatalf("members disagree: %+v %+v", lower, up)
 		}
 		time.Sleep(10 * time.Millisecond)

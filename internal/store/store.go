@@ -173,6 +173,12 @@ type Store struct {
 		// of the descriptor that removed it.
 		tombs map[uint64]uint64
 	}
+	// lifecycle serializes the creation and the deletion of local
+	// replicas (CreateReplica, removeLocal; descriptors.go): a removal
+	// runs whole (the replica stopped, its state deleted under a
+	// tombstone) before a creation of the same shard looks at the engine,
+	// and a removal that comes after a newer replica was created finds it.
+	lifecycle sync.Mutex
 	// removals: replicas that applied their own removal, waiting for the
 	// reaper (descriptors.go).
 	removals struct {
