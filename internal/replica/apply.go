@@ -75,7 +75,14 @@ func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 			}
 			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
 			r.log.SetConfState(r.mu.cs)
-			next := nextDescriptor(r.Desc(), r.mu.cs)
+			// Two conf changes applied in one round (a replica catching
+			// up receives a joint change and its leave together) each
+			// bump the epoch: the second starts from the first's result.
+			cur := r.Desc()
+			if newDesc != nil {
+				cur = *newDesc
+			}
+			next := nextDescriptor(cur, r.mu.cs)
 			rd.Set(storage.DescriptorKey(r.id), next.Marshal())
 			newDesc = &next
 			r.cfg.Logger.Info("conf change applied", "shard", r.id, "index", e.Index,

@@ -15,7 +15,10 @@ import (
 // replica being added by a move) and opens it. It holds no data and no
 // log and is in no configuration until the leader's snapshot arrives; it
 // persists cfg.Desc as its descriptor until then. It fails if the engine
-// holds state for the shard already.
+// holds state for the shard already. A tombstone of an earlier local
+// replica of the shard (the caller decided the creation may replace it)
+// is deleted in the same synced batch as the new state is written, so a
+// crash leaves one or the other, never neither.
 func Create(cfg Config) (*Replica, error) {
 	ok, err := raftlog.Exists(cfg.Engine, cfg.Desc.ID)
 	if err != nil {
@@ -25,6 +28,7 @@ func Create(cfg Config) (*Replica, error) {
 		return nil, fmt.Errorf("replica: shard %d has state already", cfg.Desc.ID)
 	}
 	err = raftlog.CreateEmpty(cfg.Engine, cfg.Desc.ID, func(b *storage.Batch) {
+		b.Delete(storage.TombstoneKey(cfg.Desc.ID))
 		b.Set(storage.DescriptorKey(cfg.Desc.ID), cfg.Desc.Marshal())
 	})
 	if err != nil {

@@ -57,6 +57,11 @@ type Config struct {
 	// every node. Default statemachine.DefaultHistoryRetention; negative:
 	// none.
 	HistoryRetention int
+	// HistoryBytes bounds that history in bytes too
+	// (statemachine.Config.HistoryBytes); the same on every node.
+	// Default statemachine.DefaultHistoryBytes; negative: no bound but
+	// HistoryRetention.
+	HistoryBytes int64
 	// Clock is the monotonic clock a leader stamps its entries with (the
 	// shard clock that ages dedup records counts the time between a
 	// leader's stamps; see internal/statemachine). Default: time since the

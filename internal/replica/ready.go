@@ -49,6 +49,13 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 		return nil, false
 	}
 	r.mu.Lock()
+	if r.stopped.Load() {
+		// Stop ran while this round waited for the lock: the store may
+		// have deleted the replica's state since, which a round would
+		// write back (log, hard state, applied data) under its tombstone.
+		r.mu.Unlock()
+		return nil, false
+	}
 	r.settleSnapshotsLocked()
 	r.drainLocked()
 	if !r.mu.rn.HasReady() {
@@ -423,10 +430,10 @@ func (r *Replica) resolveReadsLocked() {
 // everything a follower still lacks (one that is down included, or one
 // whose progress a new leader does not know yet: a node restarted after a
 // crash then catches up from the log instead of a snapshot of the whole
-// shard) and everything after the index of a snapshot being sent, up to
-// 64 times TruncateBytes of log. The truncation batch is synced, which
-// makes every earlier (unsynced) apply batch durable first, so entries are
-// only removed once applied durably.
+// shard) up to waitFollowerBytes of log, and everything after the index of
+// a snapshot being sent (or just installed) up to waitSnapshotBytes. The
+// truncation batch is synced, which makes every earlier (unsynced) apply
+// batch durable first, so entries are only removed once applied durably.
 func (r *Replica) maybeTruncateLocked() {
 	first, _ := r.log.Bounds()
 	applied := r.applied.Load()
@@ -438,32 +445,8 @@ func (r *Replica) maybeTruncateLocked() {
 		return
 	}
 	upTo := applied - r.cfg.TruncateKeep
-	// Waiting for a follower is bounded: past 64 times TruncateBytes the
-	// log is cut regardless, and one that needs a snapshot anyway (its
-	// next entry is gone) is not waited for.
-	if r.leader.Load() == r.cfg.NodeID && since < 64*r.cfg.TruncateBytes {
-		r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			// With CutPastDown only active followers whose progress is
-			// known hold the log back (a snapshot being sent still does).
-			wait := !r.cfg.CutPastDown || pr.RecentActive && pr.Match > 0
-			if wait && id != r.cfg.NodeID && pr.Match+1 >= first && pr.Match < upTo {
-				upTo = pr.Match
-			}
-			// A follower whose progress this leader has not learnt since
-			// it was elected (Match 0: down, or still being probed after
-			// a restart) may need any entry: none is cut until the bound
-			// above.
-			if wait && id != r.cfg.NodeID && pr.Match == 0 && pr.State != tracker.StateSnapshot {
-				upTo = min(upTo, first-1)
-			}
-			// A follower being sent a snapshot (a learner a move adds)
-			// continues from the snapshot's index: cutting the log past
-			// it while the stream is paced would make it need a second
-			// snapshot of the whole shard.
-			if id != r.cfg.NodeID && pr.State == tracker.StateSnapshot && pr.PendingSnapshot >= first && pr.PendingSnapshot < upTo {
-				upTo = pr.PendingSnapshot
-			}
-		})
+	if r.leader.Load() == r.cfg.NodeID {
+		upTo = r.heldForFollowersLocked(first, upTo, since)
 	}
 	if upTo < first {
 		return
@@ -480,4 +463,57 @@ func (r *Replica) maybeTruncateLocked() {
 	hook()
 }
 
-var _ = raftpb.EntryNormal
+// A leader holds its log back for a follower that lacks entries until
+// waitFollowerBytes times TruncateBytes have piled up since the last
+// truncation; for one being sent a snapshot, until waitSnapshotBytes
+// times. A snapshot stream is active and bounded in time, and the log
+// written while it runs is what the follower continues with: cut it and
+// the follower needs a second snapshot of the whole shard, which under
+// steady writes can repeat without end (a move that never finishes).
+const (
+	waitFollowerBytes = 64
+	waitSnapshotBytes = 1024
+)
+
+// heldForFollowersLocked lowers upTo, the leader's truncation point, to
+// keep what its followers still need (see maybeTruncateLocked).
+func (r *Replica) heldForFollowersLocked(first, upTo, since uint64) uint64 {
+	r.mu.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+		if id == r.cfg.NodeID {
+			return
+		}
+		// A follower being sent a snapshot (a learner a move adds)
+		// continues from the snapshot's index; so does one whose
+		// snapshot was reported sent, until the leader hears it has the
+		// entries after it.
+		from := pr.PendingSnapshot
+		if pr.State != tracker.StateSnapshot {
+			from = r.mu.snapDone[id]
+			if from != 0 && (pr.Match >= from || from+1 < first) {
+				delete(r.mu.snapDone, id)
+				from = 0
+			}
+		}
+		// It lacks the entries after from: they stay while the first of
+		// them is still in the log.
+		if since < waitSnapshotBytes*r.cfg.TruncateBytes && from > 0 && from+1 >= first && from < upTo {
+			upTo = from
+		}
+		if since >= waitFollowerBytes*r.cfg.TruncateBytes {
+			return
+		}
+		// With CutPastDown only active followers whose progress is
+		// known hold the log back (a snapshot being sent still does).
+		wait := !r.cfg.CutPastDown || pr.RecentActive && pr.Match > 0
+		if wait && pr.Match+1 >= first && pr.Match < upTo {
+			upTo = pr.Match
+		}
+		// A follower whose progress this leader has not learnt since it
+		// was elected (Match 0: down, or still being probed after a
+		// restart) may need any entry: none is cut until the bound.
+		if wait && pr.Match == 0 && pr.State != tracker.StateSnapshot {
+			upTo = min(upTo, first-1)
+		}
+	})
+	return upTo
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/cairn-db/cairn/internal/storage"
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // Errors returned by a Replica.
@@ -111,6 +112,10 @@ type Replica struct {
 		hadLeader  bool
 		// durableTerm: the term of the last hard state persisted.
 		durableTerm uint64
+		// snapDone: per follower, the index of the snapshot this leader
+		// last reported sent to it, until its progress passes it (the
+		// follower continues from there: maybeTruncateLocked keeps it).
+		snapDone map[uint64]uint64
 	}
 }
 
@@ -182,7 +187,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.sm, err = statemachine.Open(statemachine.Config{
 		ShardID: r.id, Start: d.Start, End: d.End, Engine: cfg.Engine,
 		DedupTTL: cfg.DedupTTL, VersionCache: cfg.VersionCache, HistoryRetention: cfg.HistoryRetention,
-		Logger: cfg.Logger,
+		HistoryBytes: cfg.HistoryBytes, Logger: cfg.Logger,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replica: %w", err)
@@ -343,7 +348,19 @@ func (r *Replica) ReportSnapshot(node uint64, ok bool) {
 	if !ok {
 		st = raft.SnapshotFailure
 	}
-	r.report(func(rn *raft.RawNode) { rn.ReportSnapshot(node, st) })
+	r.report(func(rn *raft.RawNode) {
+		if ok {
+			rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+				if id == node && pr.State == tracker.StateSnapshot && pr.PendingSnapshot > 0 {
+					if r.mu.snapDone == nil {
+						r.mu.snapDone = map[uint64]uint64{}
+					}
+					r.mu.snapDone[node] = pr.PendingSnapshot
+				}
+			})
+		}
+		rn.ReportSnapshot(node, st)
+	})
 }
 
 func (r *Replica) report(f func(*raft.RawNode)) {

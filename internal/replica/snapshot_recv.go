@@ -190,8 +190,10 @@ func (r *Replica) closeSnapshots() {
 // holding the applied state, the HardState, the truncated state and the
 // removal of the whole raft log, are ingested in one atomic step: after a
 // crash the shard is either wholly at the snapshot's index or wholly at
-// its old state, never a mix. b's own writes (the log position again, the
-// entries after the snapshot) commit afterwards.
+// its old state, never a mix. The ingested HardState commits the
+// snapshot's index; b's own writes (the log position again, the entries
+// after the snapshot, the HardState with raft's commit index) commit
+// afterwards.
 func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftpb.HardState) error {
 	id, ok := parseSnapHeader(snap.Data, snapReceived)
 	r.in.Lock()
@@ -205,7 +207,13 @@ func (r *Replica) stageSnapshot(b *storage.Batch, snap raftpb.Snapshot, hs raftp
 	if raft.IsEmptyHardState(hs) {
 		hs, _, _ = r.log.InitialState()
 	}
-	hs.Commit = max(hs.Commit, md.Index)
+	// The ingestion ends the log at the snapshot's index; entries after it
+	// (and the commit index that covers them) are b's, which commits
+	// later. A commit index past the snapshot's here would, after a kill
+	// in between, be past the end of the log: raft refuses to start.
+	// (Raft only takes a snapshot past its commit index, so the commit
+	// index never moves back.)
+	hs.Commit = md.Index
 	hsb, err := hs.Marshal()
 	if err != nil {
 		rc.discard(r.cfg.Engine)

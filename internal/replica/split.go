@@ -65,6 +65,7 @@ func (r *Replica) applySplitLocked(e *raftpb.Entry) {
 		}
 		r.mu.appliedT = e.Term
 		r.applied.Store(e.Index)
+		r.notifyApplied()
 		return
 	}
 	lower, upper := d.Halves(s.Mid)
@@ -88,6 +89,7 @@ func (r *Replica) applySplitLocked(e *raftpb.Entry) {
 	}
 	r.mu.appliedT = e.Term
 	r.applied.Store(e.Index)
+	r.notifyApplied()
 	// The new replica first, so whoever sees the lower half finds it.
 	if f := r.cfg.OnSplit; f != nil && fresh {
 		f(upper, r.leader.Load() == r.cfg.NodeID)
