@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 )
 
 // ClientAuth is what a node's client port asks of client certificates.
@@ -145,6 +147,21 @@ func requireNode(cs tls.ConnectionState) error {
 		return fmt.Errorf("%w: %s", ErrNotNode, cs.PeerCertificates[0].Subject.CommonName)
 	}
 	return nil
+}
+
+// CertNodeID is the node id a node certificate names (IssueNode's
+// common name "node-N"); 0 when it names none (a certificate issued
+// otherwise).
+func CertNodeID(c *x509.Certificate) uint64 {
+	s, ok := strings.CutPrefix(c.Subject.CommonName, "node-")
+	if !ok {
+		return 0
+	}
+	id, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return id
 }
 
 // IsNodeCert reports whether c allows both server and client

@@ -166,3 +166,22 @@ func (m Map) Get(id uint64) (Descriptor, bool) {
 	}
 	return Descriptor{}, false
 }
+
+// FirstGap returns the first token of the ring that no range of items
+// owns, items in the order of their starts (start, end as in Descriptor:
+// end 0 is 2^64; ranges may overlap, as a stale wider shard does the
+// halves it split into); gap is false when they own the whole ring.
+func FirstGap[T any](items []T, span func(T) (start, end uint64)) (at uint64, gap bool) {
+	next := uint64(0)
+	for _, it := range items {
+		start, end := span(it)
+		if start > next {
+			return next, true
+		}
+		if end == 0 {
+			return 0, false
+		}
+		next = max(next, end)
+	}
+	return next, true
+}

@@ -106,7 +106,10 @@ type Response struct {
 	Leader  uint64
 	Version uint64
 	Created bool
-	Index   uint64 // KindAppliedIndex
+	// Index: KindAppliedIndex's answer; a read's: the shard's applied
+	// index when it was served (kv.Value.Revision), found or not; a
+	// write's: the log index it was applied at (0 from older nodes).
+	Index   uint64
 	Value   []byte
 	Message string
 	// Size and Terms: a read's value size (KindHead, whose Value is

@@ -45,6 +45,37 @@ func TestNormalizeIndex(t *testing.T) {
 	}
 }
 
+// The bounds of NormalizeIndex are on distinct terms: copies are dropped
+// first, however many (the kv coordinator's writes, and the HTTP API's
+// after its own reading, rely on it).
+func TestNormalizeIndexBoundsDistinctTerms(t *testing.T) {
+	var copies []IndexTerm
+	for c := 0; c < 300; c++ {
+		for i := 0; i < MaxIndexTerms; i++ {
+			copies = append(copies, IndexTerm{Name: "n_int", Term: EncodeIntTerm(int64(i))})
+		}
+	}
+	got, err := NormalizeIndex(copies)
+	if err != nil || len(got) != MaxIndexTerms {
+		t.Fatalf("%d copies of %d terms: %d terms, %v", len(copies), MaxIndexTerms, len(got), err)
+	}
+	big := func(c byte) IndexTerm {
+		return IndexTerm{Name: "e_bin", Term: bytes.Repeat([]byte{c}, MaxIndexTermSize)}
+	}
+	copies = copies[:0]
+	for c := 0; c < 300; c++ {
+		for b := byte('a'); b < 'a'+15; b++ {
+			copies = append(copies, big(b))
+		}
+	}
+	if got, err := NormalizeIndex(copies); err != nil || len(got) != 15 {
+		t.Fatalf("300 copies of 15 KiB of terms: %d terms, %v", len(got), err)
+	}
+	if _, err := NormalizeIndex(append(copies, big('z'))); !errors.Is(err, ErrBadIndex) {
+		t.Fatalf("16 distinct terms of %d bytes accepted: %v", MaxIndexTermSize, err)
+	}
+}
+
 // A command with terms round-trips under the new encoding; one without
 // keeps the old encoding and fingerprint; terms change the fingerprint.
 func TestCommandWithIndex(t *testing.T) {
