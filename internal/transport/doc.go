@@ -37,8 +37,16 @@
 // them.
 //
 // Send never blocks the caller: messages go into a bounded per-peer queue
-// and are dropped when it is full (Raft retransmits). Failures are reported
-// through Config.Unreachable so raft can back off.
+// and are dropped when it is full (Raft retransmits). The queue is bounded
+// in batches (Config.QueueLen, 1024) and in bytes (Config.QueueBytes,
+// 128 MiB): the encoded size of what Send accepted for the peer and its
+// sender has not yet written or dropped, so a peer that stopped reading
+// holds at most that much of the node's memory (plus the frames being
+// written, a copy of part of it), whatever the entries' sizes. A batch
+// larger than the bound still goes when nothing else is pending for the
+// peer: else an entry that large could never reach a follower. Drops are
+// counted (Stats.QueueDrops), and failures are reported through
+// Config.Unreachable so raft can back off.
 //
 // # Trust
 //
@@ -74,8 +82,26 @@
 //     outcome to raft (ReportSnapshot).
 //
 // The server refuses a stream beyond Config.MaxIncomingSnapshots at once
-// (ResourceExhausted) and cuts one beyond Config.MaxSnapshotBytes. The
-// handler (replica.ReceiveSnapshot) writes the records, as they arrive,
+// (ResourceExhausted) and cuts one beyond Config.MaxSnapshotBytes. With
+// Config.DiskFree it keeps the node's disk reserve (Config.DiskReserve):
+// it refuses a stream at its start while the free space is below the
+// reserve, and cuts one as a chunk arrives whose spilling would take the
+// free space below it (both ResourceExhausted, ErrDiskReserve) — the
+// header carries no size, so the free space is measured again for every
+// chunk, before the handler spills it. A snapshot larger than the free
+// space would otherwise fill the filesystem under the engine, and every
+// shard of the node would fail its writes, not only the one receiving.
+// The sender reports the refusal to raft as a failed snapshot, and raft
+// tries again a heartbeat later. The server ends a stream whose next
+// frame (the header, or any chunk) does not come within
+// Config.SnapshotIdleTimeout (default 1 minute) with
+// DeadlineExceeded, its data discarded as below: a sender that paused,
+// hung or was cut off without its connection closing would otherwise keep
+// one of those places for good, and no other snapshot would come in. The
+// wait starts when the handler asks for the frame, so a slow disk on the
+// receiving side never counts against the sender; the sender's pacing
+// (SetSnapshotRate) holds a chunk at most 30 s, half the default bound.
+// The handler (replica.ReceiveSnapshot) writes the records, as they arrive,
 // into sstables in the engine's staging folder, checking order and that
 // every key is inside the shard; on any error or a stream that ends early
 // it removes them and nothing changes. Only once the whole stream arrived

@@ -24,6 +24,12 @@ import (
 // or a batch of raft messages (raft caps one at about 1 MiB of entries).
 const maxMsg = 64 << 20
 
+// MaxMessage is the largest message a peer accepts (gRPC or the raft
+// stream): a raft entry, with its key, value and framing, larger than
+// this never reaches a follower, so a node's key and value limits must
+// keep every entry under it.
+const MaxMessage = maxMsg
+
 // Config of a GRPC transport.
 type Config struct {
 	NodeID uint64
@@ -37,12 +43,40 @@ type Config struct {
 	Unreachable UnreachableFunc
 	// QueueLen bounds the batches queued per peer. Default 1024.
 	QueueLen int
+	// QueueBytes bounds the raft messages Send accepted for one peer and
+	// its sender has not yet written or dropped, by their encoded size:
+	// a batch that would go over it is dropped (raft retransmits), unless
+	// nothing is pending for the peer, so that a message larger than the
+	// bound still travels, alone. Default 128 MiB: two of the largest
+	// messages (MaxMessage), so one being written does not shut out the
+	// next. QueueLen alone let a peer that stopped reading pin 1024
+	// batches of entries of up to 56 MiB each.
+	QueueBytes int64
 	// MaxSnapshotBytes bounds the data of one incoming snapshot stream;
 	// the stream is cut beyond it. Default 64 GiB.
 	MaxSnapshotBytes int64
 	// MaxIncomingSnapshots bounds the snapshot streams received at once;
 	// more are refused (the sender retries later). Default 2.
 	MaxIncomingSnapshots int
+	// SnapshotIdleTimeout bounds the wait for each frame of an incoming
+	// snapshot stream (its header, then every chunk). A stream idle
+	// longer — its sender paused, stuck or cut off by a partition — ends
+	// with DeadlineExceeded: what it brought is discarded and its place
+	// among MaxIncomingSnapshots is freed. Default 1 minute: twice the
+	// longest a sender's pacing holds one chunk (maxPaceWait), which
+	// leaves 30 s to read a chunk and carry it (1 MiB: 35 KiB/s).
+	SnapshotIdleTimeout time.Duration
+	// DiskFree, if set, measures the free space of the filesystem
+	// incoming snapshots are spilled to (the node's data directory's).
+	// A snapshot stream is refused at its start, and cut as a chunk
+	// arrives, when spilling it would leave less than DiskReserve free
+	// (or nothing at all): the stream ends with ResourceExhausted
+	// (ErrDiskReserve), the handler discards what it staged, and the
+	// sender retries later. Nil: no check.
+	DiskFree func() (free uint64, err error)
+	// DiskReserve is the free space incoming snapshots leave alone (see
+	// DiskFree).
+	DiskReserve uint64
 	// ServerTLS and ClientTLS, set together, make the peer port speak
 	// mutual TLS (tls.go; internal/security.PeerTLS builds both). Nil:
 	// plain TCP.
@@ -55,11 +89,17 @@ func (c Config) EnsureDefaults() Config {
 	if c.QueueLen == 0 {
 		c.QueueLen = 1024
 	}
+	if c.QueueBytes == 0 {
+		c.QueueBytes = 2 * MaxMessage
+	}
 	if c.MaxSnapshotBytes == 0 {
 		c.MaxSnapshotBytes = 64 << 30
 	}
 	if c.MaxIncomingSnapshots == 0 {
 		c.MaxIncomingSnapshots = 2
+	}
+	if c.SnapshotIdleTimeout == 0 {
+		c.SnapshotIdleTimeout = time.Minute
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -78,10 +118,14 @@ func (c Config) Validate() error {
 		return errors.New("transport: Config.Handler is required")
 	case c.QueueLen < 1:
 		return fmt.Errorf("transport: QueueLen %d: want at least 1", c.QueueLen)
+	case c.QueueBytes < 1:
+		return fmt.Errorf("transport: QueueBytes %d: want a positive bound", c.QueueBytes)
 	case c.MaxSnapshotBytes < 1:
 		return fmt.Errorf("transport: MaxSnapshotBytes %d: want a positive bound", c.MaxSnapshotBytes)
 	case c.MaxIncomingSnapshots < 1:
 		return fmt.Errorf("transport: MaxIncomingSnapshots %d: want at least 1", c.MaxIncomingSnapshots)
+	case c.SnapshotIdleTimeout < 0:
+		return fmt.Errorf("transport: SnapshotIdleTimeout %v: want a positive bound", c.SnapshotIdleTimeout)
 	case (c.ServerTLS == nil) != (c.ClientTLS == nil):
 		return errors.New("transport: ServerTLS and ClientTLS go together (mutual TLS) or not at all")
 	}
@@ -126,8 +170,11 @@ type peer struct {
 	id   uint64
 	addr string
 	conn *grpc.ClientConn
-	// queue feeds the peer's raft stream sender (rawLoop).
-	queue     chan []Envelope
+	// queue feeds the peer's raft stream sender (rawLoop); queued is the
+	// size of the batches Send put in it that the sender has not yet
+	// written or dropped (Config.QueueBytes).
+	queue     chan queued
+	queued    atomic.Int64
 	reachable atomic.Bool
 	// legacy: the peer answered the raft stream as an HTTP/2 server
 	// would, so it is of an earlier version; raft messages go on the
@@ -159,7 +206,7 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	// The accept loop does the TLS handshake (mux.go): the gRPC server
 	// gets connections already secured.
-	srvOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg)}
+	srvOpts := []grpc.ServerOption{grpc.ForceServerCodec(codec{}), grpc.MaxRecvMsgSize(maxMsg), grpc.MaxSendMsgSize(maxMsg), grpc.Creds(nodeCreds{})}
 	t.dialCreds = insecure.NewCredentials()
 	if cfg.ServerTLS != nil {
 		t.serverTLS = cfg.ServerTLS.Clone()
@@ -170,7 +217,8 @@ func NewGRPC(cfg Config) (*GRPC, error) {
 	}
 	t.srv = grpc.NewServer(srvOpts...)
 	t.srv.RegisterService(&serviceDesc, &server{h: cfg.Handler, cfg: cfg, stats: &t.stats,
-		snapSem: make(chan struct{}, cfg.MaxIncomingSnapshots)})
+		snapSem: make(chan struct{}, cfg.MaxIncomingSnapshots),
+		disk:    &diskRoom{free: cfg.DiskFree, reserve: cfg.DiskReserve, log: cfg.Logger}})
 	for id, addr := range cfg.Peers {
 		if err := t.SetPeer(id, addr); err != nil {
 			t.Close()
@@ -211,7 +259,7 @@ func (t *GRPC) SetPeer(id uint64, addr string) error {
 	if err != nil {
 		return fmt.Errorf("transport: peer %d at %s: %w", id, addr, err)
 	}
-	p := &peer{id: id, addr: addr, conn: conn, queue: make(chan []Envelope, t.cfg.QueueLen)}
+	p := &peer{id: id, addr: addr, conn: conn, queue: make(chan queued, t.cfg.QueueLen)}
 	p.ctx, p.stop = context.WithCancel(t.ctx)
 	p.reachable.Store(true)
 	next := make(map[uint64]*peer, len(old)+1)
@@ -283,17 +331,50 @@ func dialFrom(local net.Addr) func(context.Context, string) (net.Conn, error) {
 // Addr is the address the peer server listens on.
 func (t *GRPC) Addr() string { return t.lis.Addr().String() }
 
-// Send implements Transport.
+// queued is a batch in a peer's queue and its size (batchBytes).
+type queued struct {
+	envs []Envelope
+	size int64
+}
+
+// batchBytes is the encoded size of envs, about (envBytes each).
+func batchBytes(envs []Envelope) int64 {
+	var n int64
+	for i := range envs {
+		n += int64(envBytes(&envs[i]))
+	}
+	return n
+}
+
+// Send implements Transport. The batch is dropped, and raft told, when
+// the peer's queue holds QueueLen batches or the bytes pending for the
+// peer would go over QueueBytes; a batch goes whatever its size when
+// nothing is pending.
 func (t *GRPC) Send(to uint64, envs []Envelope) {
 	p, ok := t.peer(to)
 	if !ok {
 		return
 	}
-	select {
-	case p.queue <- envs:
-	default:
-		t.report(to, envs)
+	// Book the bytes first, so that concurrent senders cannot pass the
+	// bound together.
+	n := batchBytes(envs)
+	if total := p.queued.Add(n); total > n && total > t.cfg.QueueBytes {
+		p.queued.Add(-n)
+		t.dropQueued(to, envs)
+		return
 	}
+	select {
+	case p.queue <- queued{envs: envs, size: n}:
+	default:
+		p.queued.Add(-n)
+		t.dropQueued(to, envs)
+	}
+}
+
+// dropQueued counts envs, which a full queue refused, and reports them.
+func (t *GRPC) dropQueued(to uint64, envs []Envelope) {
+	t.stats.queueDrops.Add(uint64(len(envs)))
+	t.report(to, envs)
 }
 
 func (t *GRPC) report(to uint64, envs []Envelope) {
@@ -327,8 +408,24 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data S
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	if err := s.SendMsg(&frame{b: EncodeBatch([]Envelope{head})}); err != nil {
+	// send sends f. gRPC answers io.EOF when the server ended the
+	// stream (it refused the snapshot, or found it idle or too large):
+	// its status says why.
+	send := func(f *frame) error {
+		err := s.SendMsg(f)
+		if err == nil {
+			return nil
+		}
+		if errors.Is(err, io.EOF) {
+			var ack frame
+			if rerr := s.RecvMsg(&ack); rerr != nil && !errors.Is(rerr, io.EOF) {
+				return fmt.Errorf("transport: snapshot to %d: %w", to, rerr)
+			}
+		}
 		return fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if err := send(&frame{b: EncodeBatch([]Envelope{head})}); err != nil {
+		return err
 	}
 	for {
 		chunk, err := data.Next()
@@ -341,8 +438,8 @@ func (t *GRPC) SendSnapshot(ctx context.Context, to uint64, env Envelope, data S
 		if err := t.snapPace.wait(ctx, len(chunk)); err != nil {
 			return err
 		}
-		if err := s.SendMsg(&frame{b: chunk}); err != nil {
-			return fmt.Errorf("%w: %v", ErrUnreachable, err)
+		if err := send(&frame{b: chunk}); err != nil {
+			return err
 		}
 	}
 	if err := s.CloseSend(); err != nil {
@@ -409,19 +506,29 @@ type Stats struct {
 	BadFrames uint64
 	// Panics: handler panics recovered (the stream was closed).
 	Panics uint64
+	// QueueDrops: raft messages Send dropped because the peer's queue
+	// was full (QueueLen batches, or QueueBytes); raft heard them lost
+	// (Config.Unreachable).
+	QueueDrops uint64
 	// SnapshotsRefused: snapshot streams refused (too many at once, bad
-	// header, over the byte bound, or refused by the handler).
+	// header, over the byte bound, idle beyond SnapshotIdleTimeout, the
+	// disk at its reserve, or refused by the handler).
 	SnapshotsRefused uint64
 	// TLSRefused: incoming connections whose TLS handshake failed (no
 	// certificate, or one the cluster CA did not sign); TLSDialFailed:
 	// outgoing ones (the peer's certificate did not verify, or the peer
 	// refused ours).
 	TLSRefused, TLSDialFailed uint64
+	// WrongSender: messages, requests and snapshots refused because they
+	// claimed another sender than the node the connection's certificate
+	// names (peer TLS).
+	WrongSender uint64
 }
 
 type counters struct {
-	badFrames, panics, snapsRefused atomic.Uint64
-	tlsRefused, tlsDialFailed       atomic.Uint64
+	badFrames, panics, snapsRefused, wrongSender atomic.Uint64
+	queueDrops                                   atomic.Uint64
+	tlsRefused, tlsDialFailed                    atomic.Uint64
 	// tlsLogIn, tlsLogOut: unix nanos of the last logged failure.
 	tlsLogIn, tlsLogOut atomic.Int64
 }
@@ -430,5 +537,6 @@ type counters struct {
 func (t *GRPC) Stats() Stats {
 	return Stats{BadFrames: t.stats.badFrames.Load(), Panics: t.stats.panics.Load(),
 		SnapshotsRefused: t.stats.snapsRefused.Load(), TLSRefused: t.stats.tlsRefused.Load(),
-		TLSDialFailed: t.stats.tlsDialFailed.Load()}
+		TLSDialFailed: t.stats.tlsDialFailed.Load(), WrongSender: t.stats.wrongSender.Load(),
+		QueueDrops: t.stats.queueDrops.Load()}
 }

@@ -45,6 +45,7 @@ type server struct {
 	cfg     Config
 	stats   *counters
 	snapSem chan struct{}
+	disk    *diskRoom
 }
 
 // guard turns a handler panic into an error that closes the stream, so
@@ -86,6 +87,11 @@ func requestHandler(srv any, ctx context.Context, dec func(any) error, _ grpc.Un
 		resp := wire.Response{Status: wire.StatusInvalid, Message: err.Error()}
 		return &frame{b: resp.Marshal()}, nil
 	}
+	if node := authNode(ctx); node != 0 && req.Sender != 0 && req.Sender != node {
+		sv.stats.wrongSender.Add(1)
+		resp := wire.Response{Status: wire.StatusInvalid, Message: fmt.Sprintf("transport: sender %d on a connection of node %d", req.Sender, node)}
+		return &frame{b: resp.Marshal()}, nil
+	}
 	resp := sv.h.HandleRequest(ctx, &req)
 	return &frame{b: resp.Marshal()}, nil
 }
@@ -106,14 +112,20 @@ func raftHandler(srv any, stream grpc.ServerStream) (err error) {
 			sv.stats.badFrames.Add(1)
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
-		sv.h.HandleRaft(envs)
+		if envs = sv.stats.fromNode(envs, authNode(stream.Context())); len(envs) > 0 {
+			sv.h.HandleRaft(envs)
+		}
 	}
 }
 
 // snapshotHandler receives one snapshot: a header frame (one MsgSnap
 // without data), then data frames until the client closes its side. At
-// most MaxIncomingSnapshots run at once and each is cut beyond
-// MaxSnapshotBytes; the handler spills the chunks as they come.
+// most MaxIncomingSnapshots run at once, each is cut beyond
+// MaxSnapshotBytes and ends (DeadlineExceeded) when a frame takes longer
+// than SnapshotIdleTimeout to come; one that would take the disk below
+// its reserve is refused at its start or cut as a chunk arrives
+// (ResourceExhausted, ErrDiskReserve). The handler spills the chunks as
+// they come and discards them if the stream fails.
 func snapshotHandler(srv any, stream grpc.ServerStream) (err error) {
 	sv := srv.(*server)
 	defer sv.guard("snapshot", &err)
@@ -129,38 +141,60 @@ func snapshotHandler(srv any, stream grpc.ServerStream) (err error) {
 			sv.stats.snapsRefused.Add(1)
 		}
 	}()
-	var head frame
-	if err := stream.RecvMsg(&head); err != nil {
+	frames := newFrameReader(stream, sv.cfg.SnapshotIdleTimeout)
+	defer frames.close()
+	head, err := frames.next()
+	if err != nil {
+		if frames.idled {
+			return status.Error(codes.DeadlineExceeded, frames.err.Error())
+		}
 		return err
 	}
-	envs, err := DecodeBatch(head.b)
+	envs, err := DecodeBatch(head)
 	if err != nil || len(envs) != 1 || envs[0].Msg.Snapshot == nil {
 		sv.stats.badFrames.Add(1)
 		return status.Error(codes.InvalidArgument, "transport: bad snapshot header")
 	}
+	if node := authNode(stream.Context()); node != 0 && envs[0].Msg.From != node {
+		sv.stats.wrongSender.Add(1)
+		return status.Errorf(codes.PermissionDenied, "transport: a snapshot from %d on a connection of node %d", envs[0].Msg.From, node)
+	}
+	// full is the disk reserve's refusal, at the start or of a chunk.
+	full := sv.disk.check(0)
+	if full != nil {
+		return sv.refuseFull(envs[0], full)
+	}
 	var total int64
-	eof := false
 	next := func() ([]byte, error) {
-		if eof {
-			return nil, io.EOF
-		}
-		var f frame
-		err := stream.RecvMsg(&f)
-		if errors.Is(err, io.EOF) {
-			eof = true
-			return nil, io.EOF
-		}
+		b, err := frames.next()
 		if err != nil {
 			return nil, err
 		}
-		total += int64(len(f.b))
+		total += int64(len(b))
 		if total > sv.cfg.MaxSnapshotBytes {
 			return nil, fmt.Errorf("%w: over %d bytes", ErrSnapshotTooLarge, sv.cfg.MaxSnapshotBytes)
 		}
-		return f.b, nil
+		if full = sv.disk.check(len(b)); full != nil {
+			return nil, full
+		}
+		return b, nil
 	}
 	if err := sv.h.HandleSnapshot(stream.Context(), envs[0], next); err != nil {
+		if full != nil {
+			return sv.refuseFull(envs[0], full)
+		}
+		if frames.idled {
+			return status.Error(codes.DeadlineExceeded, frames.err.Error())
+		}
 		return status.Error(codes.Aborted, err.Error())
 	}
 	return stream.SendMsg(&frame{})
+}
+
+// refuseFull logs (at most every diskLogEvery) and answers a snapshot
+// refused for the disk reserve: ResourceExhausted, which the sender takes
+// as a failure to retry later.
+func (s *server) refuseFull(head Envelope, full error) error {
+	s.disk.warn("snapshot refused: the disk is at its reserve", "shard", head.ShardID, "from", head.Msg.From, "err", full)
+	return status.Error(codes.ResourceExhausted, full.Error())
 }

@@ -2,6 +2,7 @@ package transport
 
 import (
 	"bufio"
+	"context"
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
@@ -11,6 +12,10 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/cairn-db/cairn/internal/security"
+	"google.golang.org/grpc/credentials"
+	grpcpeer "google.golang.org/grpc/peer"
 )
 
 // The peer port carries two protocols: gRPC (forwarded requests and
@@ -86,6 +91,9 @@ func (t *GRPC) serveConn(raw net.Conn) {
 	}()
 	_ = raw.SetDeadline(time.Now().Add(sniffTimeout))
 	c := raw
+	// node: the node the peer's certificate names (0: none, or plain
+	// TCP). What arrives on the connection must come from it.
+	var node uint64
 	if t.serverTLS != nil {
 		tc := tls.Server(raw, t.serverTLS)
 		if err := tc.HandshakeContext(t.ctx); err != nil {
@@ -97,6 +105,9 @@ func (t *GRPC) serveConn(raw net.Conn) {
 			return
 		}
 		c = tc
+		if cs := tc.ConnectionState(); len(cs.PeerCertificates) > 0 {
+			node = security.CertNodeID(cs.PeerCertificates[0])
+		}
 	}
 	var head [len(rawMagic)]byte
 	if _, err := io.ReadFull(c, head[:]); err != nil {
@@ -104,10 +115,10 @@ func (t *GRPC) serveConn(raw net.Conn) {
 	}
 	_ = raw.SetDeadline(time.Time{})
 	if string(head[:]) == rawMagic {
-		t.serveRaw(c)
+		t.serveRaw(c, node)
 		return
 	}
-	handed = t.grpcLis.hand(&prefixConn{Conn: c, pre: head[:]})
+	handed = t.grpcLis.hand(&prefixConn{Conn: c, pre: head[:], node: node})
 }
 
 // serveRaw reads frames from one raft stream and hands each batch to the
@@ -115,7 +126,11 @@ func (t *GRPC) serveConn(raw net.Conn) {
 // decode ends it (Stats.BadFrames); so does a handler panic (Stats.Panics).
 // The frame buffer grows with the bytes that arrive, not with what a
 // header claims.
-func (t *GRPC) serveRaw(c net.Conn) {
+//
+// With node set (the certificate's), messages claiming another sender are
+// dropped (Stats.WrongSender): one node's key must not let it speak as
+// another.
+func (t *GRPC) serveRaw(c net.Conn, node uint64) {
 	defer func() {
 		if p := recover(); p != nil {
 			t.stats.panics.Add(1)
@@ -143,7 +158,9 @@ func (t *GRPC) serveRaw(c net.Conn) {
 			t.stats.badFrames.Add(1)
 			return
 		}
-		t.cfg.Handler.HandleRaft(envs)
+		if envs = t.stats.fromNode(envs, node); len(envs) > 0 {
+			t.cfg.Handler.HandleRaft(envs)
+		}
 		if cap(buf) > 1<<20 {
 			buf = nil
 		}
@@ -169,7 +186,8 @@ func readFrame(r io.Reader, buf []byte, n int) ([]byte, error) {
 // prefixConn is a connection whose first bytes were read already.
 type prefixConn struct {
 	net.Conn
-	pre []byte
+	pre  []byte
+	node uint64 // the node the peer's certificate names (0: none)
 }
 
 func (c *prefixConn) Read(p []byte) (int, error) {
@@ -219,3 +237,59 @@ func (l *grpcListener) Close() error {
 }
 
 func (l *grpcListener) Addr() net.Addr { return l.addr }
+
+// fromNode drops the envelopes that claim another sender than node
+// (0: unchecked), counting them.
+func (c *counters) fromNode(envs []Envelope, node uint64) []Envelope {
+	if node == 0 {
+		return envs
+	}
+	kept := envs[:0]
+	for _, e := range envs {
+		if e.Msg.From == node {
+			kept = append(kept, e)
+		} else {
+			c.wrongSender.Add(1)
+		}
+	}
+	return kept
+}
+
+// nodeCreds are the gRPC server's transport credentials: serveConn has
+// done the TLS handshake already; they hand gRPC the node the
+// connection's certificate names, which the handlers check senders
+// against (authNode).
+type nodeCreds struct{}
+
+type nodeAuth struct{ node uint64 }
+
+func (nodeAuth) AuthType() string { return "cairn-node" }
+
+func (nodeCreds) ClientHandshake(_ context.Context, _ string, c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	return c, nil, nil
+}
+
+func (nodeCreds) ServerHandshake(c net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	var node uint64
+	if pc, ok := c.(*prefixConn); ok {
+		node = pc.node
+	}
+	return c, nodeAuth{node}, nil
+}
+
+func (nodeCreds) Info() credentials.ProtocolInfo {
+	return credentials.ProtocolInfo{SecurityProtocol: "cairn-node"}
+}
+func (nodeCreds) Clone() credentials.TransportCredentials { return nodeCreds{} }
+func (nodeCreds) OverrideServerName(string) error         { return nil }
+
+// authNode is the node the certificate of the connection ctx's call
+// came on names (0: none).
+func authNode(ctx context.Context) uint64 {
+	if p, ok := grpcpeer.FromContext(ctx); ok {
+		if a, ok := p.AuthInfo.(nodeAuth); ok {
+			return a.node
+		}
+	}
+	return 0
+}

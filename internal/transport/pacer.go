@@ -16,9 +16,14 @@ type pacer struct {
 	next time.Time // when the bytes reserved so far have been sent
 }
 
-// maxPaceWait bounds one chunk's wait (a tiny rate set by mistake must
-// not hold a stream for hours; the rate change applies to later chunks).
-const maxPaceWait = time.Minute
+// maxPaceWait bounds one chunk's wait, for its own share of the time
+// line and for the shares booked before it by other streams alike: a tiny
+// rate set by mistake must not hold a stream for hours (the rate change
+// applies to later chunks), and a paced stream must not look idle to its
+// receiver, which ends a stream after a minute without a frame
+// (Config.SnapshotIdleTimeout's default, twice this). Below about
+// 35 KiB/s per stream (1 MiB chunks), streams go faster than the rate.
+const maxPaceWait = 30 * time.Second
 
 // wait blocks until n more bytes may be sent, or ctx ends.
 func (p *pacer) wait(ctx context.Context, n int) error {
@@ -47,6 +52,9 @@ func (p *pacer) reserve(now time.Time, rate int64, n int) time.Time {
 	start := p.next
 	if start.Before(now) {
 		start = now
+	}
+	if last := now.Add(maxPaceWait); start.After(last) {
+		start = last
 	}
 	p.next = start.Add(d)
 	return start

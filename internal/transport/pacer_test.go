@@ -28,6 +28,18 @@ func TestPacerReservesTime(t *testing.T) {
 	if got := q.reserve(t0, 1, 1); got.Sub(t0) != maxPaceWait {
 		t.Fatalf("next send after a huge chunk at %v, want %v", got.Sub(t0), maxPaceWait)
 	}
+	// Nor do the chunks of other streams booked before it: at a tiny rate
+	// each waits at most maxPaceWait, well within the receiver's idle
+	// bound.
+	var r pacer
+	for i := 0; i < 5; i++ {
+		if got := r.reserve(t0, 1, 1<<20); got.Sub(t0) > maxPaceWait {
+			t.Fatalf("chunk %d of streams sharing a tiny rate waits %v, over %v", i, got.Sub(t0), maxPaceWait)
+		}
+	}
+	if maxPaceWait > (Config{}).EnsureDefaults().SnapshotIdleTimeout/2 {
+		t.Fatalf("maxPaceWait %v leaves too little of the default SnapshotIdleTimeout", maxPaceWait)
+	}
 }
 
 func TestPacerUnlimitedAndCanceled(t *testing.T) {

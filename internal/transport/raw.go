@@ -62,7 +62,9 @@ type rawOut struct {
 
 // rawLoop owns the raft stream to one peer: it waits for the queue, takes
 // all that is queued (up to 4096 batches' envelopes), encodes it into
-// frames and writes them with one call, reconnecting with backoff.
+// frames and writes them with one call, reconnecting with backoff. Once
+// it wrote or dropped what it took, it gives those bytes back to the
+// peer's budget (Config.QueueBytes).
 func (t *GRPC) rawLoop(p *peer) {
 	var out *rawOut
 	var old legacyStream
@@ -76,11 +78,16 @@ func (t *GRPC) rawLoop(p *peer) {
 	var envs []Envelope
 	var delay time.Duration
 	var nextDial time.Time
+	// taken: the bytes of the batches taken, written or dropped since.
+	var taken int64
 	for {
+		p.queued.Add(-taken)
+		taken = 0
 		envs = envs[:0]
 		select {
 		case first := <-p.queue:
-			envs = append(envs, first...)
+			envs = append(envs, first.envs...)
+			taken += first.size
 		case <-p.ctx.Done():
 			return
 		}
@@ -88,7 +95,8 @@ func (t *GRPC) rawLoop(p *peer) {
 		for len(envs) < 4096 {
 			select {
 			case more := <-p.queue:
-				envs = append(envs, more...)
+				envs = append(envs, more.envs...)
+				taken += more.size
 			default:
 				break drain
 			}
@@ -173,6 +181,11 @@ func (o *rawOut) write(b []byte) error {
 // a gRPC server of an earlier version (it greets every connection so)
 // and p's sender turns to the gRPC stream (legacy.go).
 func (o *rawOut) watch(p *peer) {
+	// The peer's end (Close, RemovePeer, an address change) closes the
+	// connection too: a sender blocked writing to a peer that stopped
+	// reading would otherwise hold Close for the write deadline.
+	stop := context.AfterFunc(p.ctx, func() { o.conn.Close() })
+	defer stop()
 	var b [9]byte
 	n, _ := io.ReadFull(o.conn, b[:])
 	if n == len(b) && isHTTP2Settings(b) {
@@ -190,7 +203,7 @@ func appendFrames(b []byte, envs []Envelope) ([]byte, bool) {
 	for len(envs) > 0 {
 		n, size := 0, 0
 		for n < len(envs) {
-			s := 20 + envs[n].Msg.Size()
+			s := envBytes(&envs[n])
 			if n > 0 && size+s > frameTarget {
 				break
 			}

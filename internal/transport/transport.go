@@ -19,6 +19,9 @@ var (
 	// ErrSnapshotTooLarge: an incoming snapshot stream went over
 	// Config.MaxSnapshotBytes.
 	ErrSnapshotTooLarge = errors.New("transport: snapshot too large")
+	// ErrSnapshotIdle: an incoming snapshot stream brought nothing for
+	// Config.SnapshotIdleTimeout.
+	ErrSnapshotIdle = errors.New("transport: snapshot stream idle")
 )
 
 // Envelope is one raft message of one shard.
@@ -69,10 +72,14 @@ type UnreachableFunc func(to uint64, shardIDs []uint64)
 func EncodeBatch(envs []Envelope) []byte {
 	size := 8
 	for i := range envs {
-		size += 20 + envs[i].Msg.Size()
+		size += envBytes(&envs[i])
 	}
 	return appendBatch(make([]byte, 0, size), envs)
 }
+
+// envBytes is what one envelope takes in a batch, at most: its message
+// and 20 bytes for the shard id and the length.
+func envBytes(e *Envelope) int { return 20 + e.Msg.Size() }
 
 // appendBatch appends the EncodeBatch of envs to b.
 func appendBatch(b []byte, envs []Envelope) []byte {
