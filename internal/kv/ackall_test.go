@@ -55,3 +55,40 @@ func TestAllReplicaAcks(t *testing.T) {
 		return err
 	})
 }
+
+// A 3/3 read asked while a follower is cut off is answered once the
+// follower is back within the read's deadline: the leader asks the
+// follower for its applied index again instead of giving up on the first
+// failed ask (a restarted peer is unreachable for up to the transport's
+// reconnect backoff after it is back).
+func TestAllReplicaReadWaitsForAReturningFollower(t *testing.T) {
+	c := newCluster(t, 3, 1, replica.Config{})
+	leader := awaitLeader(t, c, 1)
+	coord := c.nodes[leader].coord
+	all := kv.WriteOptions{Ack: 3, From: 3}
+	v, _, err := coord.Put(ctx5(t), []byte("k"), []byte("v"), all)
+	if err != nil {
+		t.Fatalf("3/3 put: %v", err)
+	}
+	follower := leader%3 + 1
+	c.net.Isolate(follower, true)
+	type result struct {
+		got kv.Value
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		got, err := coord.Get(ctx5(t), []byte("k"), kv.ReadOptions{Ack: 3, From: 3})
+		done <- result{got, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("3/3 read answered while a follower is cut off: version %d, %v", r.got.Version, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	c.net.Isolate(follower, false)
+	r := <-done
+	if r.err != nil || r.got.Version != v {
+		t.Fatalf("3/3 read after the follower came back: version %d want %d (%v)", r.got.Version, v, r.err)
+	}
+}

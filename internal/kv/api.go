@@ -102,8 +102,9 @@ type WriteOptions struct {
 	// writes nothing. Empty: the coordinator makes one.
 	RequestID []byte
 	// Index: a put's secondary-index terms (wire.ParseIndexTerm), which
-	// replace the object's earlier ones; none removes them. Bounded by
-	// wire.MaxIndexTerms and wire.MaxIndexBytes (ErrInvalidArgument).
+	// replace the object's earlier ones; none removes them. Copies of a
+	// term count once; the distinct terms are bounded by wire.MaxIndexTerms
+	// and wire.MaxIndexBytes (ErrInvalidArgument).
 	Index []wire.IndexTerm
 }
 
@@ -112,6 +113,11 @@ type WriteOptions struct {
 type Value struct {
 	Data    []byte
 	Version uint64
+	// Revision: the shard's applied index when the read was served (0
+	// when unknown: an older node answered). Every later change of the
+	// key has a higher version, so a watch from Revision+1 misses none;
+	// it is set on ErrNotFound too.
+	Revision uint64
 	// Index: the object's secondary-index terms.
 	Index []wire.IndexTerm
 }

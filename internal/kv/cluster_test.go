@@ -50,9 +50,24 @@ type adapter struct {
 	// dropProps and dropReads: this many incoming forwarded proposals
 	// (MsgProp) and read index requests (MsgReadIndex) are lost.
 	dropProps, dropReads atomic.Int32
+	// deafShard: every incoming Raft message of this shard is lost (0:
+	// none), so the node's replica of it applies nothing more.
+	deafShard atomic.Uint64
+	// hang: every incoming request waits until its context ends (a
+	// paused node, as the transport sees one).
+	hang atomic.Bool
 }
 
 func (a *adapter) HandleRaft(envs []transport.Envelope) {
+	if deaf := a.deafShard.Load(); deaf != 0 {
+		kept := envs[:0:0]
+		for _, e := range envs {
+			if e.ShardID != deaf {
+				kept = append(kept, e)
+			}
+		}
+		envs = kept
+	}
 	if a.dropProps.Load() > 0 || a.dropReads.Load() > 0 {
 		kept := envs[:0:0]
 		for _, e := range envs {
@@ -72,6 +87,10 @@ func (a *adapter) HandleSnapshot(ctx context.Context, env transport.Envelope, ne
 	return a.st.HandleSnapshot(ctx, env, next)
 }
 func (a *adapter) HandleRequest(ctx context.Context, req *wire.Request) *wire.Response {
+	if a.hang.Load() {
+		<-ctx.Done()
+		return &wire.Response{Status: wire.StatusTimeout, Message: "hung"}
+	}
 	return a.coord.HandleRequest(ctx, req)
 }
 

@@ -238,21 +238,24 @@ func (c *Coordinator) decodeRead(resp *wire.Response, err error) (Value, error) 
 		return Value{}, err
 	}
 	if err := statusErr(resp); err != nil {
-		return Value{}, err
+		return Value{Revision: resp.Index}, err
 	}
-	return Value{Data: resp.Value, Version: resp.Version, Index: resp.Terms}, nil
+	return Value{Data: resp.Value, Version: resp.Version, Index: resp.Terms, Revision: resp.Index}, nil
 }
 
-// readLocal reads key from the local replica r's applied state.
+// readLocal reads key from the local replica r's applied state. The
+// applied index is taken before the read: the state read holds at least
+// what it covers (Value.Revision).
 func readLocal(r *replica.Replica, key []byte) (Value, error) {
+	applied := r.Applied()
 	data, version, err := r.Get(key)
 	if errors.Is(err, replica.ErrNotFound) {
-		return Value{}, ErrNotFound
+		return Value{Revision: applied}, ErrNotFound
 	}
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{Data: data, Version: version}, nil
+	return Value{Data: data, Version: version, Revision: applied}, nil
 }
 
 // Put writes key=value.
@@ -264,9 +267,16 @@ func (c *Coordinator) Put(ctx context.Context, key, value []byte, opts WriteOpti
 	return resp.Version, resp.Created, nil
 }
 
-// Delete removes key; ErrNotFound if it was absent.
+// Delete removes key and returns the delete's version (its log index).
+// For an absent key it returns ErrNotFound and still the log index of
+// the delete, which was applied and changed nothing (0 when unknown: an
+// older node answered): every later change of the key has a higher
+// version, so a watch from it + 1 misses none.
 func (c *Coordinator) Delete(ctx context.Context, key []byte, opts WriteOptions) (uint64, error) {
 	resp, err := c.write(ctx, wire.OpDelete, key, nil, opts)
+	if errors.Is(err, ErrNotFound) && resp != nil {
+		return resp.Index, err
+	}
 	if err != nil {
 		return 0, err
 	}

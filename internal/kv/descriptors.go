@@ -1,6 +1,7 @@
 package kv
 
 import (
+	"context"
 	"sort"
 
 	"github.com/cairn-db/cairn/internal/shard"
@@ -99,5 +100,14 @@ func (c *Coordinator) learnDescriptors(raw [][]byte) {
 		if d, err := shard.UnmarshalDescriptor(b); err == nil {
 			c.cfg.Store.LearnDescriptor(d)
 		}
+	}
+}
+
+// learnFromPeers asks the peers for their replicas' descriptors and
+// learns those newer than this node's view (a shard a split made that
+// this node, holding no replica of the old shard, has not heard of).
+func (c *Coordinator) learnFromPeers(ctx context.Context) {
+	for _, v := range c.askPeers(ctx) {
+		c.learnDescriptors(v.Descriptors)
 	}
 }

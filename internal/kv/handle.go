@@ -177,7 +177,9 @@ func (c *Coordinator) execWriteVia(ctx context.Context, r *replica.Replica, req 
 	if err != nil {
 		return errResponse(err)
 	}
-	resp := &wire.Response{Status: res.Status, Version: res.Version, Created: res.Created}
+	// Index: the write's log index, which a delete of an absent key
+	// answers as its revision (Coordinator.Delete).
+	resp := &wire.Response{Status: res.Status, Version: res.Version, Created: res.Created, Index: res.Index}
 	if res.Status == wire.StatusWrongShard {
 		// Proposed before the shard split, applied after: nothing was
 		// written; the answer names the shard that owns the key now.
@@ -246,12 +248,7 @@ func (c *Coordinator) waitAppliedOn(ctx context.Context, r *replica.Replica, ind
 		wg.Add(1)
 		go func(node uint64) {
 			defer wg.Done()
-			req := &wire.Request{Kind: wire.KindAppliedIndex, Sender: c.cfg.NodeID, ShardID: r.ID(), Index: index}
-			if dl, has := ctx.Deadline(); has {
-				req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
-			}
-			resp, err := c.cfg.Transport.Request(ctx, node, req)
-			ok <- err == nil && resp.Status == wire.StatusOK
+			ok <- c.appliedOn(ctx, node, r.ID(), index)
 		}(node)
 	}
 	go func() { wg.Wait(); close(ok) }()
@@ -267,11 +264,40 @@ func (c *Coordinator) waitAppliedOn(ctx context.Context, r *replica.Replica, ind
 	return count >= n
 }
 
+// appliedOn reports whether node's replica of the shard confirms it has
+// applied index, asking again until ctx ends. A peer that was down a
+// moment ago stays unreachable for up to the transport's reconnect
+// backoff after it is back, and a failed ask ends at once: giving up on
+// the first one would answer ack_timeout long before the deadline the
+// client gave.
+func (c *Coordinator) appliedOn(ctx context.Context, node, shardID, index uint64) bool {
+	req := &wire.Request{Kind: wire.KindAppliedIndex, Sender: c.cfg.NodeID, ShardID: shardID, Index: index}
+	if dl, has := ctx.Deadline(); has {
+		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
+	}
+	backoff := 20 * time.Millisecond
+	for {
+		resp, err := c.cfg.Transport.Request(ctx, node, req)
+		if err == nil && resp.Status == wire.StatusOK {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 200*time.Millisecond)
+	}
+}
+
 func valueResponse(v Value, err error) *wire.Response {
+	if errors.Is(err, ErrNotFound) {
+		return &wire.Response{Status: wire.StatusNotFound, Index: v.Revision}
+	}
 	if err != nil {
 		return errResponse(err)
 	}
-	return &wire.Response{Status: wire.StatusOK, Value: v.Data, Version: v.Version, Terms: v.Index}
+	return &wire.Response{Status: wire.StatusOK, Value: v.Data, Version: v.Version, Terms: v.Index, Index: v.Revision}
 }
 
 func errResponse(err error) *wire.Response {

@@ -133,9 +133,10 @@ func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (v Value, err er
 	if c.cfg.Engine == nil {
 		return readLocal(r, key)
 	}
+	applied := r.Applied() // before the read (readLocal)
 	b, err := c.cfg.Engine.Get(storage.DataKey(shard.Token(key), key))
 	if errors.Is(err, storage.ErrNotFound) {
-		return Value{}, ErrNotFound
+		return Value{Revision: applied}, ErrNotFound
 	}
 	if err != nil {
 		return Value{}, err
@@ -144,5 +145,5 @@ func (c *Coordinator) readLocal(r *replica.Replica, key []byte) (v Value, err er
 	if err != nil {
 		return Value{}, err
 	}
-	return Value{Data: data, Version: version, Index: terms}, nil
+	return Value{Data: data, Version: version, Index: terms, Revision: applied}, nil
 }

@@ -65,9 +65,7 @@ func (c *Coordinator) knowShard(ctx context.Context, id uint64) bool {
 	if _, ok := c.cfg.Store.Descriptor(id); ok {
 		return true
 	}
-	for _, v := range c.askPeers(ctx) {
-		c.learnDescriptors(v.Descriptors)
-	}
+	c.learnFromPeers(ctx)
 	_, ok := c.cfg.Store.Descriptor(id)
 	return ok
 }

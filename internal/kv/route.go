@@ -161,27 +161,61 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 // anyReplica runs a local-replica request (serializable read) on some
 // replica of the shard, first (if it is one), then each in turn until
 // one answers.
+//
+// A wrong-shard answer moves the request to a newer view of the shard
+// (another epoch after a move, the owner after a split) only when that
+// view is newer than the one it has: a replica that has not applied the
+// shard's last change yet answers with an older one, and adopting it
+// would send the request back and forth between replicas that disagree.
+// Such a replica is passed over for the next one of the current view.
 func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *wire.Request, first uint64) (*wire.Response, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	var lastErr error
-	refreshes := 0
+	refreshes, behind := 0, 0
 	start := max(slices.Index(d.Replicas, first), 0)
 	for i := 0; ; i++ {
 		target := d.Replicas[(start+i)%len(d.Replicas)]
-		resp, err := c.cfg.Transport.Request(ctx, target, req)
+		// One attempt is bounded, as in onLeader: a replica that hangs
+		// (a paused node) costs the read that much, then the next one
+		// answers it. A local read is quick, so the bound starts at a
+		// quarter of onLeader's and doubles each round (a loaded node
+		// may be slow to answer, not gone).
+		bound := forwardAttempt / 4 << min(i/len(d.Replicas), 2)
+		actx, cancel := context.WithTimeout(ctx, bound)
+		resp, err := c.cfg.Transport.Request(actx, target, req)
+		cancel()
+		if err == nil && resp.Status == wire.StatusTimeout && ctx.Err() == nil {
+			err = errors.New(resp.Message) // the attempt's bound, not the read's
+		}
 		if err == nil {
 			c.noteDepth(d.ID, target, resp.Queue)
 		}
-		if err == nil && resp.Status == wire.StatusWrongShard && refreshes < maxRefreshes && c.refreshRoute(&d, req, resp) {
-			refreshes++ // the shard's members changed: ask its current ones
-			continue
-		}
-		if err == nil && resp.Status != wire.StatusNoReplica {
+		if err == nil && resp.Status == wire.StatusWrongShard {
+			was, wasReq := d, *req
+			if refreshes < maxRefreshes && c.refreshRoute(&d, req, resp) &&
+				(d.ID != was.ID || d.Epoch > was.Epoch || behind >= len(was.Replicas)-1) {
+				// A newer view; or an older one after as many refusals
+				// as the view has replicas: then this node's view is
+				// what is wrong. Ask the replicas of the view adopted.
+				refreshes++
+				behind, start, i = 0, 0, -1
+				continue
+			}
+			d, *req = was, wasReq
+			// Behind this node's view (or knowing nothing newer): the
+			// next replica. Refused by every replica, rounds on end, the
+			// answer is the refusal.
+			if behind++; behind >= 3*len(d.Replicas) {
+				return resp, nil
+			}
+			lastErr = errors.New(resp.Message)
+		} else if err == nil && resp.Status != wire.StatusNoReplica {
 			return resp, nil
+		} else {
+			lastErr = err
 		}
-		lastErr = err
 		if i%len(d.Replicas) == len(d.Replicas)-1 {
 			select {
 			case <-ctx.Done():

@@ -37,12 +37,23 @@ const (
 	MaxPageBytes = 4 << 20
 	// minNodeBytes is the least share of MaxPageBytes a node gets.
 	minNodeBytes = 256 << 10
-	// maxExamined bounds the entries one node looks at for one request,
-	// kept or not (entries of shards it was not asked for).
-	maxExamined = 50000
 	// maxRounds bounds the rounds of one page: a page that is not full
 	// after them ends early, with a continuation.
 	maxRounds = 16
+)
+
+// The work and time of one node's scan for one request. A node that
+// reaches either ends its answer at the entry reached (storage.Scan), a
+// partial page the coordinator continues from, like any other bound.
+var (
+	// maxExamined bounds the steps of the scan: the entries it looks at,
+	// kept or not (entries of shards it was not asked for), and the
+	// tombstones of deleted keys not yet compacted away.
+	maxExamined = 50000
+	// scanTimeShare is the share of the time left to the request's
+	// deadline that the scan may take, so that its answer still reaches
+	// a coordinator that waits until then.
+	scanTimeShare = 0.5
 )
 
 // scanQuery is one page of an ordered scan of a space: the key order
@@ -83,15 +94,30 @@ func (c *Coordinator) scan(ctx context.Context, q scanQuery) (scanPage, error) {
 	bad := map[uint64]map[uint64]bool{} // shard -> nodes that failed it
 	backoff := 5 * time.Millisecond
 	for round := 0; ; round++ {
-		plan := c.planScan(bad, q.linear)
+		cover := c.cfg.Store.Cover()
+		if at, gap := coverGap(cover); gap {
+			// This node knows a shard's narrower range after a split
+			// but not the shard that took the rest: ask the peers, and
+			// never scan with part of the ring missing.
+			c.learnFromPeers(ctx)
+			cover = c.cfg.Store.Cover()
+			if _, gap := coverGap(cover); gap {
+				select {
+				case <-ctx.Done():
+					return scanPage{}, fmt.Errorf("%w: scan: no shard known to own token %#x", ErrTimeout, at)
+				case <-time.After(backoff):
+				}
+				backoff = min(2*backoff, 100*time.Millisecond)
+				continue
+			}
+		}
+		plan := c.planScan(cover, bad, q.linear)
 		share := max(q.pageBytes/len(plan), minNodeBytes)
 		answers, failed, lastErr := c.scatter(ctx, plan, q, after, q.limit-len(page.entries), share)
 		if len(failed) > 0 {
 			// A shard may have split since this node learned of it: ask
 			// the peers for their replicas' descriptors.
-			for _, v := range c.askPeers(ctx) {
-				c.learnDescriptors(v.Descriptors)
-			}
+			c.learnFromPeers(ctx)
 			for _, f := range failed {
 				if bad[f[0]] == nil {
 					bad[f[0]] = map[uint64]bool{}
@@ -123,8 +149,15 @@ func (c *Coordinator) scan(ctx context.Context, q scanQuery) (scanPage, error) {
 			if n := len(page.entries); n > 0 && bytes.Equal(page.entries[n-1].SortKey, e.SortKey) {
 				return true // defensive: a key served twice
 			}
+			// Each node keeps to its share but answers one entry at
+			// least: together they may hold more than a page.
+			n := len(e.SortKey) + len(e.Term) + len(e.Value)
+			if len(page.entries) > 0 && size+n > q.pageBytes {
+				full, leftover = true, true
+				return false
+			}
 			page.entries = append(page.entries, e)
-			size += len(e.SortKey) + len(e.Term) + len(e.Value)
+			size += n
 			return true
 		})
 		full = full || len(page.entries) >= q.limit
@@ -182,8 +215,15 @@ func mergeAnswers(answers []wire.ScanResult, bound []byte, bounded bool, emit fu
 // query (!linear), a shard whose queue on this node is long goes to the
 // replica with the shortest queue instead (coverQueue), as serializable
 // reads do. A shard every replica failed is tried on all of them again.
-func (c *Coordinator) planScan(bad map[uint64]map[uint64]bool, linear bool) map[uint64][]wire.ScanShard {
-	return c.planCover(c.cfg.Store.Cover(), func(id uint64) bool { return c.cfg.Store.Replica(id) != nil }, bad, linear, time.Now())
+// coverGap returns the first token no shard of ds owns, ds in token
+// order as Store.Cover returns them; gap is false when they own the
+// whole ring.
+func coverGap(ds []shard.Descriptor) (at uint64, gap bool) {
+	return shard.FirstGap(ds, func(d shard.Descriptor) (uint64, uint64) { return d.Start, d.End })
+}
+
+func (c *Coordinator) planScan(cover []shard.Descriptor, bad map[uint64]map[uint64]bool, linear bool) map[uint64][]wire.ScanShard {
+	return c.planCover(cover, func(id uint64) bool { return c.cfg.Store.Replica(id) != nil }, bad, linear, time.Now())
 }
 
 // planCover is planScan over shards; holds reports whether this node
@@ -291,7 +331,7 @@ func (c *Coordinator) scanOn(ctx context.Context, node uint64, sq *wire.ScanRequ
 	defer cancel()
 	req := &wire.Request{Kind: wire.KindScan, Sender: c.cfg.NodeID, Command: sq.Marshal()}
 	if dl, ok := ctx.Deadline(); ok {
-		req.DeadlineUnixNano = dl.UnixNano()
+		req.DeadlineUnixNano = c.cfg.Clock.ToWall(dl).UnixNano()
 	}
 	resp, err := c.cfg.Transport.Request(ctx, node, req)
 	if err != nil {
@@ -354,12 +394,26 @@ func (c *Coordinator) serveScan(ctx context.Context, sq *wire.ScanRequest) (wire
 		i := sort.Search(len(served), func(i int) bool { return served[i].Start > tok }) - 1
 		return i >= 0 && (served[i].End == 0 || tok < served[i].End)
 	}
-	out, err := snap.Scan(scanOptions(sq, keep))
+	sctx, cancel := scanContext(ctx)
+	defer cancel()
+	o := scanOptions(sq, keep)
+	o.Ctx = sctx
+	out, err := snap.Scan(o)
 	if err != nil {
 		return wire.ScanResult{}, err
 	}
 	res.Entries, res.More, res.Last = out.Entries, out.More, out.Last
 	return res, nil
+}
+
+// scanContext is ctx, ending at scanTimeShare of the time left to its
+// deadline (none: ctx).
+func scanContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	dl, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, time.Now().Add(time.Duration(float64(time.Until(dl))*scanTimeShare)))
 }
 
 // readIndexAll waits, for each shard, until the local replica has applied
