@@ -121,9 +121,7 @@ func (c *conn) serve() {
 			return
 		}
 		_ = c.nc.SetReadDeadline(time.Time{})
-		if !c.s.h2lis.hand(&bufConn{Conn: c.nc, r: br}) {
-			c.nc.Close()
-		}
+		c.handOver(&bufConn{Conn: c.nc, r: br})
 		return
 	}
 	if c.s.RequestTimeout > 0 {

@@ -24,8 +24,12 @@
 // Every resource a client can make the server hold is bounded (defaults in
 // brackets; the Server fields of the same names set them):
 //
-//   - MaxConns [4096]: HTTP/1 connections served at once; one more is
-//     answered 503 with Retry-After and closed.
+//   - MaxConns [4096]: connections served at once, HTTP/1 ones and the
+//     HTTP/2 ones handed to a ConnServer (internal/http2) alike; one
+//     more is answered 503 with Retry-After and closed. An accept that fails for
+//     want of file descriptors or memory (EMFILE and the like: a
+//     process limit below MaxConns) is retried after a pause of up to
+//     1 s; Serve goes on.
 //   - ReadHeaderTimeout [10 s]: a request's line and header fields must
 //     arrive within it, counted from their first byte (for a new
 //     connection, from the accept, which also covers sniffing the HTTP/2

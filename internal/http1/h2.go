@@ -6,6 +6,29 @@ import (
 	"sync"
 )
 
+// ConnServer is an H2Server that serves one connection at a time in the
+// calling goroutine when wait is set (internal/http2's Server): false if
+// it is shut down (nc is not closed then).
+type ConnServer interface {
+	ServeConn(nc net.Conn, wait bool) bool
+}
+
+// handOver hands an HTTP/2 connection to Server.H2. A ConnServer serves
+// it in the connection's goroutine, so the connection counts against
+// MaxConns, and Shutdown waits for it, until it ends; another H2Server
+// takes it through its listener, and it counts no longer.
+func (c *conn) handOver(nc net.Conn) {
+	if cs, ok := c.s.H2.(ConnServer); ok {
+		if !cs.ServeConn(nc, true) {
+			nc.Close()
+		}
+		return
+	}
+	if !c.s.h2lis.hand(nc) {
+		nc.Close()
+	}
+}
+
 // chanListener hands sniffed HTTP/2 connections to the H2 server.
 type chanListener struct {
 	ch   chan net.Conn

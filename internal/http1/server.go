@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -18,7 +19,10 @@ type Server struct {
 	// Handler serves every HTTP/1.x request.
 	Handler http.Handler
 	// H2, if set, serves connections that open with the HTTP/2 preface
-	// (it should enable only unencrypted HTTP/2); nil closes them.
+	// (it should enable only unencrypted HTTP/2); nil closes them. A
+	// ConnServer (internal/http2) serves each on the goroutine that
+	// accepted it, within MaxConns; another H2Server (an http.Server)
+	// takes them through a listener, beyond MaxConns' count.
 	H2 H2Server
 	// MaxPipeline bounds the requests of one connection read but not yet
 	// answered; the server stops reading the connection at the bound.
@@ -50,9 +54,10 @@ type Server struct {
 	// would pass the budget is answered 503 with Retry-After and its
 	// connection closed. Default 256 MiB.
 	BodyBudget int64
-	// MaxConns bounds the HTTP/1 connections served at once; a
-	// connection accepted beyond it is answered 503 (with Retry-After)
-	// and closed. Default 4096.
+	// MaxConns bounds the connections served at once: HTTP/1 ones, and
+	// HTTP/2 ones handed to an H2 that is a ConnServer (for as long as it
+	// serves them); a connection accepted beyond it is answered 503 (with
+	// Retry-After) and closed. Default 4096.
 	MaxConns int
 	// MaxHeaderBytes bounds the request line and header fields. Default
 	// 64 KiB.
@@ -180,7 +185,10 @@ var ErrServerClosed = errors.New("http1: server closed")
 // h2Preface opens every HTTP/2 connection (RFC 9113 §3.4).
 const h2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 
-// Serve accepts connections on l until Shutdown or an accept error.
+// Serve accepts connections on l until Shutdown or an accept error that
+// is not temporary. A temporary one (a timeout; EMFILE, ENFILE, ENOBUFS,
+// ENOMEM: the node is out of file descriptors or memory for a moment) is
+// retried after a pause that doubles from 5 ms to 1 s.
 func (s *Server) Serve(l net.Listener) error {
 	s.mu.Lock()
 	if s.mu.shutdown {
@@ -204,6 +212,7 @@ func (s *Server) Serve(l net.Listener) error {
 		tlsCfg = s.serverTLS()
 	}
 	s.mu.Unlock()
+	var pause time.Duration // after a temporary accept error
 	for {
 		nc, err := l.Accept()
 		if err != nil {
@@ -213,13 +222,20 @@ func (s *Server) Serve(l net.Listener) error {
 			if closed {
 				return ErrServerClosed
 			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				time.Sleep(5 * time.Millisecond)
+			if temporaryAccept(err) {
+				// Out of file descriptors or memory, for instance: the
+				// connections that end free them, so wait and go on
+				// serving rather than leave the port unserved.
+				pause = min(max(2*pause, 5*time.Millisecond), time.Second)
+				if s.Logger != nil && pause >= 40*time.Millisecond {
+					s.Logger.Warn("http1: accept failed; retrying", "err", err, "in", pause)
+				}
+				time.Sleep(pause)
 				continue
 			}
 			return err
 		}
+		pause = 0
 		if tlsCfg != nil {
 			nc = tls.Server(nc, tlsCfg)
 		}
@@ -249,6 +265,22 @@ func (s *Server) Serve(l net.Listener) error {
 		}
 		go c.serve()
 	}
+}
+
+// temporaryAccept reports whether an accept error passes with time: a
+// timeout, or a want of file descriptors, buffers or memory, or a
+// connection that ended before it was accepted.
+func temporaryAccept(err error) bool {
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return true
+	}
+	for _, e := range []syscall.Errno{syscall.EMFILE, syscall.ENFILE, syscall.ENOBUFS, syscall.ENOMEM, syscall.ECONNABORTED, syscall.ECONNRESET} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
 }
 
 // maxRefusing bounds the connections over MaxConns being answered 503 at

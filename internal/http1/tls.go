@@ -88,9 +88,7 @@ func (c *conn) handshake() bool {
 		return false
 	}
 	_ = tc.SetDeadline(time.Time{})
-	if !c.s.h2lis.hand(tc) {
-		tc.Close()
-	}
+	c.handOver(tc)
 	return false
 }
 
