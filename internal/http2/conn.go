@@ -1,7 +1,6 @@
 package http2
 
 import (
-	"bufio"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"time"
 
 	"golang.org/x/net/http2"
-	"golang.org/x/net/http2/hpack"
 )
 
 const (
@@ -70,9 +68,16 @@ type conn struct {
 		lastID uint32
 		// readDone: the reader stopped reading.
 		readDone bool
+		// idleAt: when the reader's deadline passes (zero: it has none).
+		idleAt time.Time
+		// connStallAt: when the answers waiting for the connection's
+		// send window end the connection (zero: none waits; stall.go).
+		connStallAt time.Time
 	}
 	wake       chan struct{}
 	writerDone chan struct{}
+	// stallTimer: the writer's, while an answer waits for window.
+	stallTimer *time.Timer
 }
 
 // stream is one request: received by the reader, answered by a handler.
@@ -90,6 +95,9 @@ type stream struct {
 	// Guarded by conn.mu.
 	sendWin int64
 	reset   bool
+	// stallAt: when the answer, waiting for the stream's send window, is
+	// reset (zero: it does not wait for it; stall.go).
+	stallAt time.Time
 }
 
 // part is a piece of an answer for the writer.
@@ -137,8 +145,10 @@ func (c *conn) signal() {
 func (c *conn) goAway() {
 	c.mu.Lock()
 	c.mu.goAway = true
-	c.mu.Unlock()
+	// Wakes the reader, which then drains: it reads whole frames only
+	// (readFrame), so a frame it was waiting for is not cut.
 	_ = c.nc.SetReadDeadline(time.Now())
+	c.mu.Unlock()
 	c.signal()
 }
 
@@ -187,97 +197,6 @@ func (st *stream) drop(c *conn) {
 	st.held = 0
 	if st.cancel != nil {
 		st.cancel()
-	}
-}
-
-// readLoop reads frames until the connection ends; an error that is a
-// ConnectionError is answered with a GOAWAY.
-func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 16<<10)
-	_ = c.nc.SetReadDeadline(time.Now().Add(10 * time.Second))
-	var pre [len(preface)]byte
-	if _, err := io.ReadFull(br, pre[:]); err != nil || string(pre[:]) != preface {
-		return errors.New("http2: no connection preface")
-	}
-	fr := http2.NewFramer(nil, br)
-	fr.ReadMetaHeaders = hpack.NewDecoder(4096, nil)
-	fr.MaxHeaderListSize = uint32(c.s.maxHeader())
-	for {
-		c.mu.Lock()
-		stopping, running, ctrl := c.mu.goAway, c.mu.running, len(c.mu.ctrl)
-		c.mu.Unlock()
-		if stopping {
-			return c.drainForGoAway(fr)
-		}
-		if ctrl > maxCtrl {
-			// A client that sends pings or settings and reads nothing.
-			return connErr(http2.ErrCodeEnhanceYourCalm)
-		}
-		if len(c.streams) == 0 && running == 0 {
-			_ = c.nc.SetReadDeadline(time.Now().Add(c.s.idleTimeout()))
-		} else {
-			_ = c.nc.SetReadDeadline(time.Time{})
-		}
-		f, err := fr.ReadFrame()
-		if err != nil {
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				c.resetStream(se.StreamID, se.Code)
-				continue
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				c.mu.Lock()
-				idle := !c.mu.goAway
-				c.mu.goAway = true
-				c.mu.Unlock()
-				if idle {
-					c.s.logf("http2: idle connection closed", "remote", c.remote)
-				}
-				continue
-			}
-			if errors.Is(err, io.ErrUnexpectedEOF) {
-				return io.EOF
-			}
-			return err
-		}
-		if err := c.frame(f); err != nil {
-			return err
-		}
-	}
-}
-
-// drainForGoAway: after a GOAWAY is due, no new stream starts; the reader
-// keeps reading the frames of the open ones (window updates, bodies)
-// until they are answered.
-func (c *conn) drainForGoAway(fr *http2.Framer) error {
-	c.signal()
-	for {
-		c.mu.Lock()
-		idle := c.mu.running == 0 && len(c.streams) == 0
-		c.mu.Unlock()
-		if idle {
-			return io.EOF
-		}
-		_ = c.nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
-		f, err := fr.ReadFrame()
-		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
-			}
-			var se http2.StreamError
-			if errors.As(err, &se) {
-				continue
-			}
-			return err
-		}
-		if h, ok := f.(*http2.MetaHeadersFrame); ok && h.StreamID > c.lastID {
-			continue // after the GOAWAY: ignored
-		}
-		if err := c.frame(f); err != nil {
-			return err
-		}
 	}
 }
 
@@ -346,6 +265,30 @@ func (c *conn) answeredLocked(st *stream) {
 	if c.mu.active[st.id] == st {
 		delete(c.mu.active, st.id)
 	}
+	if c.mu.running == 0 && !c.mu.readDone {
+		if !c.mu.goAway {
+			// The reader may be waiting for a frame without a deadline:
+			// the client owes the next one now.
+			c.armReadLocked()
+		} else {
+			// The drain may wait for this last answer: wake it.
+			_ = c.nc.SetReadDeadline(time.Now())
+		}
+	}
+}
+
+// armReadLocked sets the reader's deadline (c.mu held, so the reader and
+// the last answer never undo each other's): IdleTimeout from now while no
+// handler runs and no answer waits to be written — the client owes the
+// next frame, be it a new request or the rest of a body it began — and
+// none while the server owes answers.
+func (c *conn) armReadLocked() {
+	if c.mu.running == 0 {
+		c.mu.idleAt = time.Now().Add(c.s.idleTimeout())
+	} else {
+		c.mu.idleAt = time.Time{}
+	}
+	_ = c.nc.SetReadDeadline(c.mu.idleAt)
 }
 
 var errStreamGone = errors.New("http2: stream reset or connection closed")

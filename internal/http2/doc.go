@@ -32,9 +32,24 @@
 //     the budget. Answers are sent within the client's windows; an answer
 //     the client does not read stalls only its stream, and a write to the
 //     socket that does not finish within WriteTimeout [30 s] closes the
-//     connection.
-//   - IdleTimeout [2 min]: a connection with no open stream and no frame
-//     for that long is closed (after a GOAWAY).
+//     connection. An answer that waits WriteTimeout for the client to
+//     open a window (each WINDOW_UPDATE restarts the wait) is abandoned:
+//     when its stream's window is closed the stream is reset
+//     (RST_STREAM CANCEL, the handler's writes fail), when the
+//     connection's is, the connection ends (GOAWAY FLOW_CONTROL_ERROR).
+//   - IdleTimeout [2 min]: a connection that gets no frame for that
+//     long while no handler runs and no answer waits to be written is
+//     closed (after a GOAWAY); the requests it left half sent (a body
+//     begun and never finished) are reset first. The wait counts from
+//     the last frame or the last answer written, whichever is later.
+//   - Drain: after a GOAWAY (Shutdown's, the client's, or an idle
+//     connection's) the streams opened before it are served to the end,
+//     the rest of their bodies read as it arrives, and the connection is
+//     closed once they are answered; but for IdleTimeout from the GOAWAY
+//     at most: the requests still half sent then are reset (RST_STREAM
+//     CANCEL) and reading ends (the answers under way are still written,
+//     within the bounds above). Streams opened after the GOAWAY are
+//     ignored (their DATA counted against the connection's window).
 //
 // An answer its handler writes past 64 KiB, or flushes (http.Flusher),
 // goes out in parts, the handler waiting for each to be written: a long

@@ -8,6 +8,7 @@ package http2
 import (
 	"context"
 	"net/http"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/http1"
 	"golang.org/x/net/http2"
@@ -114,8 +115,10 @@ func (c *conn) adjustWindows(delta int64) {
 func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// An update restarts the clock of the answers waiting for it.
 	if f.StreamID == 0 {
 		c.mu.sendConn += int64(f.Increment)
+		c.mu.connStallAt = time.Time{}
 		if c.mu.sendConn > 1<<31-1 {
 			return connErr(http2.ErrCodeFlowControl)
 		}
@@ -126,6 +129,7 @@ func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		if st != nil {
 			st.sendWin += int64(f.Increment)
+			st.stallAt = time.Time{}
 		}
 	}
 	c.signal()
@@ -146,10 +150,18 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 	if id%2 == 0 || id <= c.lastID {
 		return connErr(http2.ErrCodeProtocol)
 	}
-	c.lastID = id
 	c.mu.Lock()
-	c.mu.lastID = id
+	gone := c.mu.goneAway
+	if !gone {
+		c.mu.lastID = id
+	}
 	c.mu.Unlock()
+	if gone {
+		// Opened after the GOAWAY went out, whose last stream id is
+		// lower: ignored, as the client knows (it may retry it).
+		return nil
+	}
+	c.lastID = id
 	if f.Truncated {
 		c.answer(&stream{id: id, refused: true}, http.StatusRequestHeaderFieldsTooLarge, "header fields too large", f.StreamEnded())
 		return nil

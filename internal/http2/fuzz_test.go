@@ -53,10 +53,7 @@ func TestDifferentialWithNetHTTP(t *testing.T) {
 		_, _ = io.WriteString(w, s)
 	})
 	lean := start(t, &Server{Handler: handler})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenLocal(t)
 	protos := new(http.Protocols)
 	protos.SetUnencryptedHTTP2(true)
 	std := &http.Server{Handler: handler, Protocols: protos}

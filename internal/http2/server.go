@@ -25,9 +25,14 @@ type Server struct {
 	BodyBudget int64
 	// MaxHeaderBytes bounds a request's decoded header list. Default 64 KiB.
 	MaxHeaderBytes int
-	// IdleTimeout closes a connection without open streams. Default 2 min.
+	// IdleTimeout closes a connection that sends no frame for that long
+	// while the server owes it no answer (requests left half sent are
+	// reset), and bounds the drain after a GOAWAY (requests still half
+	// sent then are reset). Default 2 min.
 	IdleTimeout time.Duration
-	// WriteTimeout bounds one write to the socket. Default 30 s.
+	// WriteTimeout bounds one write to the socket, and how long an answer
+	// waits for the client to open its flow-control window (each window
+	// update restarts the wait). Default 30 s.
 	WriteTimeout time.Duration
 	Logger       *slog.Logger
 
@@ -46,7 +51,11 @@ type Server struct {
 func (s *Server) init() {
 	s.once.Do(func() {
 		s.work = http1.NewWorkers()
+		// Under the lock: a caller may count connections (or shut
+		// down) while Serve, in another goroutine, is starting.
+		s.mu.Lock()
 		s.mu.conns = map[*conn]struct{}{}
+		s.mu.Unlock()
 	})
 }
 
@@ -147,8 +156,9 @@ func (s *Server) ServeConn(nc net.Conn, wait bool) bool {
 }
 
 // Shutdown stops accepting, sends every connection a GOAWAY, lets the
-// streams already opened finish and their answers be written, then closes
-// the connections. When ctx ends first the connections are closed at once
+// streams already opened finish and their answers be written (a request
+// still half sent IdleTimeout after the GOAWAY is reset), then closes the
+// connections. When ctx ends first the connections are closed at once
 // and ctx.Err() returned.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.init()

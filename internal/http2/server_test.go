@@ -23,10 +23,7 @@ import (
 // start serves h on a fresh port; the server is shut down at the end.
 func start(t *testing.T, s *Server) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenLocal(t)
 	done := make(chan error, 1)
 	go func() { done <- s.Serve(l) }()
 	t.Cleanup(func() {
@@ -245,10 +242,7 @@ func TestShutdownGraceful(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 		_, _ = io.WriteString(w, "done")
 	})}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := listenLocal(t)
 	go func() { _ = s.Serve(l) }()
 	got := make(chan string, 1)
 	go func() {
@@ -281,15 +275,11 @@ func TestTLS(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, r.TLS.NegotiatedProtocol)
 	})}
-	ts := httptest.NewUnstartedServer(nil)
-	ts.EnableHTTP2 = true
+	ts := &httptest.Server{Listener: listenLocal(t), Config: &http.Server{}, EnableHTTP2: true}
 	ts.StartTLS() // for its certificate
 	cert := ts.TLS.Certificates
 	ts.Close()
-	l, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: cert, NextProtos: []string{"h2"}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := tls.NewListener(listenLocal(t), &tls.Config{Certificates: cert, NextProtos: []string{"h2"}})
 	go func() {
 		for {
 			nc, err := l.Accept()

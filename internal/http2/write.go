@@ -83,10 +83,11 @@ func (c *conn) writeLoop() {
 				delete(c.mu.streamUpdates, id)
 			}
 		}
-		chunks = c.takeChunks(chunks[:0])
+		var sl stall
+		chunks, sl = c.takeChunks(chunks[:0])
 		var goAway bool
 		var lastID uint32
-		if c.mu.goAway && !c.mu.goneAway {
+		if (c.mu.goAway && !c.mu.goneAway) || sl.kill {
 			goAway, lastID = true, c.mu.lastID
 			c.mu.goneAway = true
 		}
@@ -104,8 +105,12 @@ func (c *conn) writeLoop() {
 			if exit {
 				return
 			}
-			c.wait()
+			c.wait(nil)
 			continue
+		}
+		if sl.resets > 0 || sl.kill {
+			c.s.logf("http2: answers waited too long for the client's flow-control window",
+				"remote", c.remote, "streams_reset", sl.resets, "connection_closed", sl.kill)
 		}
 		work := len(ctrl) > 0 || connUp > 0 || len(ups) > 0 || len(chunks) > 0 || goAway
 		if work {
@@ -124,7 +129,14 @@ func (c *conn) writeLoop() {
 			for _, ch := range chunks {
 				ok = ok && c.writeChunk(fr, enc, &hbuf, ch, maxFrame) == nil
 			}
-			if goAway {
+			switch {
+			case sl.kill:
+				// The client opened no connection window for the
+				// answers: it is told why, and the connection ends.
+				_ = fr.WriteGoAway(lastID, http2.ErrCodeFlowControl, []byte("flow-control window closed for "+c.s.writeTimeout().String()))
+				_ = bw.Flush()
+				ok = false
+			case goAway:
 				ok = ok && fr.WriteGoAway(lastID, http2.ErrCodeNo, nil) == nil
 			}
 			if !ok {
@@ -161,7 +173,7 @@ func (c *conn) writeLoop() {
 		if exit {
 			return
 		}
-		c.wait()
+		c.waitTimer(sl.next)
 		yielded = false
 	}
 }
@@ -171,9 +183,12 @@ type streamUpdate struct {
 	n  uint32
 }
 
-func (c *conn) wait() {
+// wait waits for the writer's next wake, or a value from timer (if not
+// nil).
+func (c *conn) wait(timer <-chan time.Time) {
 	select {
 	case <-c.wake:
+	case <-timer:
 	case <-c.ctx.Done():
 		// The connection is done for: poll until the handlers return.
 		select {
@@ -184,8 +199,11 @@ func (c *conn) wait() {
 }
 
 // takeChunks moves what may be sent now off the queue (c.mu held): reset
-// streams' parts are dropped; data is cut to the send windows.
-func (c *conn) takeChunks(out []chunk) []chunk {
+// streams' parts are dropped; data is cut to the send windows; a part
+// that waited too long for window becomes its stream's reset (stall.go).
+func (c *conn) takeChunks(out []chunk) ([]chunk, stall) {
+	var sl stall
+	var now time.Time
 	q := c.mu.queue
 	keep := q[:0]
 	for _, p := range q {
@@ -208,6 +226,18 @@ func (c *conn) takeChunks(out []chunk) []chunk {
 			allow = 0
 		}
 		if allow < n {
+			if allow == 0 {
+				if now.IsZero() {
+					now = time.Now()
+				}
+				if c.waitWindow(st, now, &sl) {
+					c.resetStalled(p, &sl)
+					out = append(out, chunk{p: p, last: true})
+					continue
+				}
+			} else {
+				st.stallAt = time.Time{}
+			}
 			if head || allow > 0 {
 				out = append(out, chunk{p: p, head: head, data: p.data[:allow]})
 				p.headSent = true
@@ -221,12 +251,18 @@ func (c *conn) takeChunks(out []chunk) []chunk {
 		out = append(out, chunk{p: p, head: head, data: p.data, last: true})
 		c.mu.sendConn -= n
 		st.sendWin -= n
+		if !st.stallAt.IsZero() {
+			st.stallAt = time.Time{}
+		}
 	}
 	for i := len(keep); i < len(q); i++ {
 		q[i] = nil
 	}
 	c.mu.queue = keep
-	return out
+	if !sl.connWaits && !c.mu.connStallAt.IsZero() {
+		c.mu.connStallAt = time.Time{}
+	}
+	return out, sl
 }
 
 // writeChunk writes a chunk's frames.
