@@ -197,7 +197,7 @@ func (c *Client) retryable(err error) bool {
 }
 
 func (c *Client) once(ctx context.Context, ep, method string, key []byte, query string, body []byte, h http.Header, ok func(*http.Response, []byte)) error {
-	u := ep + "/v1/kv/" + url.PathEscape(string(key)) + query
+	u := ep + "/v1/kv/" + keyPath(key) + query
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -221,4 +221,14 @@ func (c *Client) once(ctx context.Context, ep, method string, key []byte, query 
 		return nil
 	}
 	return errorOf(resp.StatusCode, data)
+}
+
+// keyPath is key (or an index term) as one segment of a path:
+// percent-encoded, its slashes included, and "." and ".." wholly (a node
+// refuses a dot segment rather than take it for a key).
+func keyPath(key []byte) string {
+	if k := string(key); k == "." || k == ".." {
+		return strings.Repeat("%2E", len(k))
+	}
+	return url.PathEscape(string(key))
 }

@@ -146,7 +146,8 @@ type IndexQueryOptions struct {
 	Serializable bool
 }
 
-// IndexMatch is one match of an index query (Term with ReturnTerms).
+// IndexMatch is one match of an index query (Term with ReturnTerms: its
+// bytes, whether or not they are UTF-8).
 type IndexMatch struct {
 	Key  []byte
 	Term string
@@ -165,7 +166,7 @@ func (c *Client) IndexQuery(ctx context.Context, o IndexQueryOptions) (IndexPage
 	path := "/v1/index/" + url.PathEscape(o.Index)
 	q := url.Values{}
 	if o.Term != "" {
-		path += "/" + url.PathEscape(o.Term)
+		path += "/" + keyPath([]byte(o.Term))
 	} else {
 		q.Set("start", o.Start)
 		q.Set("end", o.End)
@@ -185,7 +186,8 @@ func (c *Client) IndexQuery(ctx context.Context, o IndexQueryOptions) (IndexPage
 	var ans struct {
 		Entries []struct {
 			jsonKey
-			Term string `json:"term"`
+			Term       string  `json:"term"`
+			TermBase64 *string `json:"term_base64"`
 		} `json:"entries"`
 		Continuation string `json:"continuation"`
 	}
@@ -198,7 +200,15 @@ func (c *Client) IndexQuery(ctx context.Context, o IndexQueryOptions) (IndexPage
 		if err != nil {
 			return IndexPage{}, err
 		}
-		p.Matches = append(p.Matches, IndexMatch{Key: k, Term: e.Term})
+		term := e.Term
+		if e.TermBase64 != nil {
+			b, err := base64.StdEncoding.DecodeString(*e.TermBase64)
+			if err != nil {
+				return IndexPage{}, fmt.Errorf("cairn: decoding a term: %w", err)
+			}
+			term = string(b)
+		}
+		p.Matches = append(p.Matches, IndexMatch{Key: k, Term: term})
 	}
 	return p, nil
 }

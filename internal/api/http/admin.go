@@ -65,7 +65,10 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "forbidden", "fault injection is disabled; start the node with --fault-injection")
 		return
 	}
+	// Every parameter is checked before any fault is applied: a bad
+	// request changes nothing.
 	q := r.URL.Query()
+	var apply []func()
 	if _, ok := q["partition"]; ok {
 		var nodes []uint64
 		for _, s := range strings.Split(q.Get("partition"), ",") {
@@ -79,7 +82,7 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			}
 			nodes = append(nodes, n)
 		}
-		a.cfg.Faults.Partition(nodes)
+		apply = append(apply, func() { a.cfg.Faults.Partition(nodes) })
 	}
 	if _, ok := q["disk-stall"]; ok {
 		d, err := time.ParseDuration(q.Get("disk-stall"))
@@ -87,7 +90,7 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, "disk-stall: want a duration between 0 and 1m")
 			return
 		}
-		a.cfg.Faults.DiskStall(d)
+		apply = append(apply, func() { a.cfg.Faults.DiskStall(d) })
 	}
 	if _, ok := q["disk-full"]; ok {
 		on, err := strconv.ParseBool(q.Get("disk-full"))
@@ -95,7 +98,7 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, "disk-full: want true or false")
 			return
 		}
-		a.cfg.Faults.DiskFull(on)
+		apply = append(apply, func() { a.cfg.Faults.DiskFull(on) })
 	}
 	for _, name := range []string{"clock-skew", "clock-jump"} {
 		if _, ok := q[name]; !ok {
@@ -106,7 +109,11 @@ func (a *api) adminFault(w http.ResponseWriter, r *http.Request) {
 			badRequest(w, name+": want a duration between -24h and 24h")
 			return
 		}
-		a.cfg.Faults.ClockOffset(d, name == "clock-jump")
+		jump := name == "clock-jump"
+		apply = append(apply, func() { a.cfg.Faults.ClockOffset(d, jump) })
+	}
+	for _, f := range apply {
+		f()
 	}
 	writeJSON(w, map[string]string{"status": "ok"})
 }

@@ -121,11 +121,18 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 		scans: make(chan struct{}, cfg.MaxScans), profiles: make(chan struct{}, 1)}
 	mux := http.NewServeMux()
 	entity, kv := a.wrap("v0_entity", true, a.v0Entity), a.wrap("v1_kv", true, a.v1KV)
+	uncleanKey := a.wrap("v1_kv", false, func(w http.ResponseWriter, r *http.Request) {
+		badRequest(w, "the key path has an empty, \".\" or \"..\" segment; send such a key's bytes percent-encoded (%2F for /, %2E for .)")
+	})
+	index := a.wrap("v1_index", true, a.v1Index)
+	uncleanTerm := a.wrap("v1_index", false, func(w http.ResponseWriter, r *http.Request) {
+		badRequest(w, "the index path has an empty, \".\" or \"..\" segment; send such a term's bytes percent-encoded (%2F for /, %2E for .)")
+	})
 	mux.Handle("/v0/status", a.wrap("v0_status", false, a.v0Status))
 	mux.Handle("/v0/entity", entity)
 	mux.Handle("/v1/kv/", kv)
 	mux.Handle("/v1/kv", a.wrap("v1_list", true, a.v1List))
-	mux.Handle("/v1/index/", a.wrap("v1_index", true, a.v1Index))
+	mux.Handle("/v1/index/", index)
 	mux.Handle("/v1/status", a.wrap("v1_status", false, a.v1Status))
 	mux.Handle("/v1/cluster", a.wrap("v1_cluster", false, a.v1Cluster))
 	mux.Handle("/v1/admin/hashes", a.wrap("admin", false, a.adminHashes))
@@ -139,11 +146,22 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 		writeError(w, http.StatusNotFound, "not_found", "no such path: "+r.URL.Path)
 	})
 	// The data routes skip the mux's pattern matching when the path is
-	// already clean (the mux would route it there unchanged).
+	// already clean (the mux would route it there unchanged). A key path
+	// the mux would clean is refused: the mux would redirect it to the
+	// cleaned path, and a client that follows redirects would write, read
+	// or delete another key than the one it named. So is an index path
+	// the mux would clean: the redirect would answer another term's (or
+	// index's) objects.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch p := r.URL.Path; {
 		case strings.HasPrefix(p, "/v1/kv/") && cleanPath(p):
 			kv.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/v1/kv/") && !cleanPath(r.URL.EscapedPath()):
+			uncleanKey.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/v1/index/") && cleanPath(p):
+			index.ServeHTTP(w, r)
+		case strings.HasPrefix(p, "/v1/index/") && !cleanPath(r.URL.EscapedPath()):
+			uncleanTerm.ServeHTTP(w, r)
 		case p == "/v0/entity":
 			entity.ServeHTTP(w, r)
 		default:

@@ -3,9 +3,12 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/pprof"
+	rpprof "runtime/pprof"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/http1"
@@ -34,11 +37,31 @@ const (
 // request timeout (a profile is longer) but stopped when the client goes
 // or the node stops.
 func (a *api) debugRoutes(mux *http.ServeMux) {
-	mux.Handle("/debug/pprof/", a.profiling(pprof.Index, 0, maxProfileSeconds))
+	mux.Handle("/debug/pprof/", a.profiling(knownProfile(pprof.Index), 0, maxProfileSeconds))
 	mux.Handle("/debug/pprof/cmdline", http.HandlerFunc(pprof.Cmdline))
 	mux.Handle("/debug/pprof/symbol", http.HandlerFunc(pprof.Symbol))
 	mux.Handle("/debug/pprof/profile", a.profiling(pprof.Profile, 30, maxProfileSeconds))
 	mux.Handle("/debug/pprof/trace", a.profiling(pprof.Trace, 1, maxTraceSeconds))
+}
+
+// knownProfile answers, in JSON as every other error, what pprof's index
+// handler would answer in plain text: an unknown profile (404) or a
+// debug parameter that is not a number (400).
+func knownProfile(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := strings.TrimPrefix(r.URL.Path, "/debug/pprof/")
+		if name != "" && rpprof.Lookup(name) == nil {
+			writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no profile %q (GET /debug/pprof/ lists them)", name))
+			return
+		}
+		if d := r.URL.Query().Get("debug"); d != "" {
+			if _, err := strconv.Atoi(d); err != nil {
+				badRequest(w, "debug: want a whole number")
+				return
+			}
+		}
+		h(w, r)
+	}
 }
 
 // profiling wraps a pprof handler that honours ?seconds= (default def;

@@ -93,7 +93,15 @@ func (a *api) v1KV(w http.ResponseWriter, r *http.Request) {
 		methodNotAllowed(w, "GET, HEAD, PUT, DELETE")
 		return
 	}
-	raw := strings.TrimPrefix(r.URL.EscapedPath(), "/v1/kv/")
+	// The key is the escaped path after /v1/kv/ (so %2F stays part of a
+	// key), taken only when the path names /v1/kv/ literally: one that
+	// reaches this handler with its prefix percent-encoded would
+	// otherwise name another key than the one routed and authorised.
+	raw, ok := strings.CutPrefix(r.URL.EscapedPath(), "/v1/kv/")
+	if !ok {
+		badRequest(w, "the path must begin /v1/kv/ without escapes")
+		return
+	}
 	k, err := url.PathUnescape(raw)
 	if err != nil {
 		badRequest(w, "bad escape in key: "+err.Error())

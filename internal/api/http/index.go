@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"encoding/base64"
 	"fmt"
 	"net/http"
 	"net/textproto"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/wire"
@@ -16,9 +18,15 @@ import (
 // case-insensitive (HTTP header names are): Cairn keeps them lowercased.
 const indexHeaderPrefix = "X-Cairn-Index-"
 
-// parseIndexHeaders reads a PUT's index terms from its headers.
+// parseIndexHeaders reads a PUT's index terms from its headers. A term
+// given more than once (in one header line or several, or for an _int
+// index written differently, as 7 and 07) counts once: copies are dropped
+// as they are read, before the bounds on an object's terms apply, so at
+// most wire.MaxIndexTerms distinct terms are ever held, however long the
+// headers.
 func parseIndexHeaders(h http.Header) ([]wire.IndexTerm, error) {
 	var terms []wire.IndexTerm
+	var seen map[string]struct{} // index name, 0x00, term: names hold no 0x00
 	for name, vals := range h {
 		if len(name) < len(indexHeaderPrefix) || !strings.EqualFold(name[:len(indexHeaderPrefix)], indexHeaderPrefix) {
 			continue
@@ -33,13 +41,21 @@ func parseIndexHeaders(h http.Header) ([]wire.IndexTerm, error) {
 				if part == "" {
 					return nil, fmt.Errorf("header %s: an empty term", name)
 				}
-				if len(terms) >= 4*wire.MaxIndexTerms {
-					return nil, fmt.Errorf("more than %d index terms", wire.MaxIndexTerms)
-				}
 				t, err := wire.ParseIndexTerm(idx, part)
 				if err != nil {
 					return nil, fmt.Errorf("header %s: %v", name, strings.TrimPrefix(err.Error(), wire.ErrBadIndex.Error()+": "))
 				}
+				k := idx + "\x00" + string(t.Term)
+				if _, dup := seen[k]; dup {
+					continue
+				}
+				if len(terms) == wire.MaxIndexTerms {
+					return nil, fmt.Errorf("too many index terms: at most %d distinct terms per object (copies of a term count once)", wire.MaxIndexTerms)
+				}
+				if seen == nil {
+					seen = make(map[string]struct{})
+				}
+				seen[k] = struct{}{}
 				terms = append(terms, t)
 			}
 		}
@@ -71,9 +87,13 @@ type indexAnswer struct {
 	Continuation string       `json:"continuation,omitempty"`
 }
 
+// indexEntry is one match; with return_terms, its term as a string when
+// it is valid UTF-8, else base64 (standard alphabet) in term_base64, as
+// keys are (a _bin term is any bytes).
 type indexEntry struct {
 	jsonKey
-	Term *string `json:"term,omitempty"`
+	Term       *string `json:"term,omitempty"`
+	TermBase64 *string `json:"term_base64,omitempty"`
 }
 
 // v1Index serves GET /v1/index/{name}/{term} (exact) and
@@ -152,8 +172,12 @@ func (a *api) v1Index(w http.ResponseWriter, r *http.Request) {
 	for _, e := range page.Entries {
 		ie := indexEntry{jsonKey: makeJSONKey(e.Key)}
 		if returnTerms {
-			t := e.Term.Text()
-			ie.Term = &t
+			if t := e.Term.Text(); utf8.ValidString(t) {
+				ie.Term = &t
+			} else {
+				b := base64.StdEncoding.EncodeToString(e.Term.Term)
+				ie.TermBase64 = &b
+			}
 		}
 		ans.Entries = append(ans.Entries, ie)
 	}

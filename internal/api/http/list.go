@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
@@ -39,6 +40,10 @@ type listEntry struct {
 	Value   []byte `json:"value,omitempty"` // base64
 }
 
+// firstUserKey is the least key a client can write: every key below it
+// begins with 0x00 (cluster.IsReserved).
+var firstUserKey = []byte{0x01}
+
 // v1List serves GET /v1/kv?prefix=P or ?start=A&end=B (end exclusive).
 func (a *api) v1List(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet {
@@ -60,7 +65,22 @@ func (a *api) v1List(w http.ResponseWriter, r *http.Request) {
 			*p.dst = []byte(v)
 		}
 	}
-	if opts.Start != nil && opts.End != nil && string(opts.Start) > string(opts.End) {
+	for _, b := range [][]byte{opts.Prefix, opts.Start, opts.End} {
+		if cluster.IsReserved(b) {
+			writeError(w, http.StatusBadRequest, "reserved_key", "keys beginning with byte 0x00 are reserved for the system: a listing cannot name them")
+			return
+		}
+	}
+	if len(opts.Start) == 0 {
+		// The system keys (first byte 0x00: tokens, membership, leases)
+		// sort first; a listing begins after them whatever the role.
+		opts.Start = firstUserKey
+	}
+	if opts.End != nil && len(opts.End) == 0 {
+		badRequest(w, "end is empty: leave it out to list to the last key")
+		return
+	}
+	if opts.End != nil && string(opts.Start) > string(opts.End) {
 		badRequest(w, "start is after end")
 		return
 	}

@@ -176,6 +176,12 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		badRequest(w, "request body: want a JSON object: "+err.Error())
 		return false
 	}
+	// One object and nothing after it: a body with more is malformed,
+	// and a malformed body changes nothing.
+	if _, err := dec.Token(); err != io.EOF {
+		badRequest(w, "request body: want one JSON object and nothing after it")
+		return false
+	}
 	return true
 }
 
