@@ -2,6 +2,7 @@ package etcdapi
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"strings"
 	"sync"
@@ -23,11 +24,25 @@ type fakeBackend struct {
 	writes      int
 	lists       int
 	beforeWrite func(f *fakeBackend)
-	// history: every change, in order (one shard, id 1); floor: the
-	// index at and below which it is gone; changed: closed at a write.
+	// history: every change, in order; evShard: the shard each was
+	// recorded in; floor: the index at and below which shard 1's history
+	// is gone (floors: the other shards'); changed: closed at a write.
 	history []kv.Event
+	evShard []uint64
 	floor   uint64
+	floors  map[uint64]uint64
 	changed chan struct{}
+	// shardOf places a key (nil: every key in shard 1) and shards lists
+	// every shard (nil: shard 1 alone): a test changes both to split a
+	// shard. noReplica: the shards this node holds no replica of; reads
+	// counts ShardEvents calls, lookups WatchShards calls; afterRead,
+	// when set, runs (f.mu held) after each ShardEvents has read.
+	shardOf   func(key []byte) uint64
+	shards    []uint64
+	noReplica map[uint64]bool
+	reads     int
+	lookups   int
+	afterRead func(id uint64)
 	// clock is the shard clock (one shard, led here); stamps counts
 	// StampClock calls.
 	clock  time.Duration
@@ -48,26 +63,68 @@ func (f *fakeBackend) record(key, value []byte, del bool, terms ...wire.IndexTer
 	if had {
 		e.PrevVersion, e.PrevValue, e.PrevTerms = prev.Version, prev.Data, prev.Index
 	}
+	f.recordIn(f.shardOfLocked(key), e)
+}
+
+// recordIn adds e to shard id's history (f.mu held).
+func (f *fakeBackend) recordIn(id uint64, e kv.Event) {
 	f.history = append(f.history, e)
+	f.evShard = append(f.evShard, id)
 	close(f.changed)
 	f.changed = make(chan struct{})
 }
 
-func (f *fakeBackend) WatchShards(key, end []byte) []uint64 { return []uint64{1} }
+// shardOfLocked is the shard holding key (f.mu held).
+func (f *fakeBackend) shardOfLocked(key []byte) uint64 {
+	if f.shardOf == nil {
+		return 1
+	}
+	return f.shardOf(key)
+}
+
+// floorOf is shard id's history floor (f.mu held).
+func (f *fakeBackend) floorOf(id uint64) uint64 {
+	if id == 1 {
+		return f.floor
+	}
+	return f.floors[id]
+}
+
+func (f *fakeBackend) WatchShards(key, end []byte) []uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lookups++
+	switch {
+	case end == nil:
+		return []uint64{f.shardOfLocked(key)}
+	case f.shards != nil:
+		return append([]uint64(nil), f.shards...)
+	}
+	return []uint64{1}
+}
 
 func (f *fakeBackend) ShardEvents(id, from uint64, maxBytes int) (kv.HistoryPage, <-chan struct{}, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if from <= f.floor {
-		return kv.HistoryPage{}, nil, &kv.CompactedError{Floor: f.floor}
+	f.reads++
+	if f.noReplica[id] {
+		return kv.HistoryPage{}, nil, fmt.Errorf("%w: shard %d", kv.ErrNoReplica, id)
 	}
-	p := kv.HistoryPage{Next: max(from, f.index+1), Floor: f.floor}
-	for _, e := range f.history {
-		if e.Index >= from {
+	floor := f.floorOf(id)
+	if from <= floor {
+		return kv.HistoryPage{}, nil, &kv.CompactedError{Floor: floor}
+	}
+	p := kv.HistoryPage{Next: max(from, f.index+1), Floor: floor}
+	for i, e := range f.history {
+		if e.Index >= from && f.evShard[i] == id {
 			p.Events = append(p.Events, e)
 		}
 	}
-	return p, f.changed, nil
+	changed := f.changed
+	if f.afterRead != nil {
+		f.afterRead(id)
+	}
+	return p, changed, nil
 }
 
 func (f *fakeBackend) ShardClock(uint64) (time.Duration, bool) {
@@ -84,9 +141,12 @@ func (f *fakeBackend) StampClock(uint64) {
 	f.stamps++
 }
 
-func (f *fakeBackend) ShardRevision(context.Context, uint64) (uint64, error) {
+func (f *fakeBackend) ShardRevision(_ context.Context, id uint64) (uint64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.noReplica[id] {
+		return 0, fmt.Errorf("%w: shard %d", kv.ErrNoReplica, id)
+	}
 	return f.index, nil
 }
 
@@ -95,8 +155,9 @@ func (f *fakeBackend) Get(_ context.Context, key []byte, _ kv.ReadOptions) (kv.V
 	defer f.mu.Unlock()
 	v, ok := f.data[string(key)]
 	if !ok {
-		return kv.Value{}, kv.ErrNotFound
+		return kv.Value{Revision: f.index}, kv.ErrNotFound
 	}
+	v.Revision = f.index
 	return v, nil
 }
 
@@ -154,10 +215,12 @@ func (f *fakeBackend) Delete(_ context.Context, key []byte, opts kv.WriteOptions
 	if err := f.check(key, opts); err != nil {
 		return 0, err
 	}
-	if _, ok := f.data[string(key)]; !ok {
-		return 0, kv.ErrNotFound
-	}
 	f.index++
+	if _, ok := f.data[string(key)]; !ok {
+		// The delete took its log entry, which it answers, as
+		// kv.Coordinator.Delete does.
+		return f.index, kv.ErrNotFound
+	}
 	f.writes++
 	f.record(key, nil, true)
 	delete(f.data, string(key))

@@ -35,11 +35,12 @@ func (s *Server) checkKey(key []byte) error {
 	return nil
 }
 
-// current reads key linearizably; ok is false when it is absent.
+// current reads key linearizably; ok is false when it is absent (v then
+// holds only the read's Revision).
 func (s *Server) current(ctx context.Context, key []byte) (v kv.Value, ok bool, err error) {
 	v, err = s.b.Get(ctx, key, kv.ReadOptions{Consistency: kv.Linearizable})
 	if errors.Is(err, kv.ErrNotFound) {
-		return kv.Value{}, false, nil
+		return kv.Value{Revision: v.Revision}, false, nil
 	}
 	return v, err == nil, err
 }
@@ -86,17 +87,21 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		cons = kv.Serializable
 	}
 	v, err := s.b.Get(ctx, r.Key, kv.ReadOptions{Consistency: cons})
+	// The header's revision is the shard's applied index at the read,
+	// when the answering node told it: a watch of the key from it + 1
+	// misses no later change, found or not (get-then-watch, as clientv3's
+	// locks do).
 	if errors.Is(err, kv.ErrNotFound) {
-		return &pb.RangeResponse{Header: s.header(0)}, nil
+		return &pb.RangeResponse{Header: s.header(v.Revision)}, nil
 	}
 	if err != nil {
 		return nil, grpcError(err)
 	}
-	resp := &pb.RangeResponse{Header: s.header(v.Version)}
+	// count is before the revision filters, as for a range.
+	resp := &pb.RangeResponse{Header: s.header(max(v.Version, v.Revision)), Count: 1}
 	if !revisionFilters(r, int64(v.Version)) {
 		return resp, nil
 	}
-	resp.Count = 1
 	if !r.CountOnly {
 		resp.Kvs = []*mvccpb.KeyValue{keyValue(r.Key, v, r.KeysOnly)}
 	}
@@ -120,6 +125,9 @@ func (k *kvServer) Put(ctx context.Context, r *pb.PutRequest) (*pb.PutResponse, 
 	}
 	if r.IgnoreLease && r.Lease != 0 {
 		return nil, rpctypes.ErrGRPCLeaseProvided
+	}
+	if r.IgnoreValue && len(r.Value) != 0 {
+		return nil, rpctypes.ErrGRPCValueProvided
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
@@ -182,10 +190,13 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 	if err := s.checkKey(r.Key); err != nil {
 		return nil, err
 	}
+	// An absent key answers the revision at which it was found absent
+	// (as a one-key Range does): the no-op delete's own log index, or
+	// with prev_kv the read's applied index.
 	if !r.PrevKv {
 		ver, err := s.b.Delete(ctx, r.Key, kv.WriteOptions{})
 		if errors.Is(err, kv.ErrNotFound) {
-			return &pb.DeleteRangeResponse{Header: s.header(0)}, nil
+			return &pb.DeleteRangeResponse{Header: s.header(ver)}, nil
 		}
 		if err != nil {
 			return nil, grpcError(err)
@@ -198,7 +209,7 @@ func (k *kvServer) DeleteRange(ctx context.Context, r *pb.DeleteRangeRequest) (*
 			return nil, grpcError(err)
 		}
 		if !exists {
-			return &pb.DeleteRangeResponse{Header: s.header(0)}, nil
+			return &pb.DeleteRangeResponse{Header: s.header(cur.Revision)}, nil
 		}
 		ver, err := s.b.Delete(ctx, r.Key, ifUnchanged(cur, true))
 		if errors.Is(err, kv.ErrPreconditionFailed) || errors.Is(err, kv.ErrNotFound) {

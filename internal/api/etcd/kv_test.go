@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -31,8 +32,9 @@ func TestPutRangeDelete(t *testing.T) {
 	if got, _ := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), CountOnly: true}); got.Count != 1 || len(got.Kvs) != 0 {
 		t.Fatalf("count_only: %v", got)
 	}
-	if got, _ := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), MinModRevision: put.Header.Revision + 1}); got.Count != 0 {
-		t.Fatalf("min_mod_revision above the key's kept it: %v", got)
+	// The filters drop the key from kvs; count is before them (etcd's).
+	if got, _ := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), MinModRevision: put.Header.Revision + 1}); got.Count != 1 || len(got.Kvs) != 0 || got.More {
+		t.Fatalf("min_mod_revision above the key's: %v, want count 1, no kvs, more false", got)
 	}
 	// prev_kv returns the replaced value.
 	put2, err := k.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("2"), PrevKv: true})
@@ -119,5 +121,37 @@ func TestMemberListAndStatus(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	if _, err := New(newFake(), Config{MemberID: 1}); err == nil {
 		t.Fatal("New accepted a config without a cluster id")
+	}
+}
+
+// A Put with ignore_value that also carries a value is refused ("value
+// is provided", as etcd does) and changes nothing.
+func TestPutIgnoreValueWithValueRefused(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("a", "old")
+	_, err := k.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("new"), IgnoreValue: true})
+	if err != rpctypes.ErrGRPCValueProvided {
+		t.Fatalf("put with ignore_value and a value: err %v (stored %q), want %v", err, f.data["a"].Data, rpctypes.ErrGRPCValueProvided)
+	}
+}
+
+// A one-key Range answers the shard's revision at the read, found or not:
+// clientv3's get-then-watch (watch from the header's revision + 1, as its
+// locks do) then starts after every change the read saw, never at 1.
+func TestRangeHeaderIsTheReadsRevision(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("other", "1")
+	top := f.set("other", "2")
+	got, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("absent")})
+	if err != nil || got.Count != 0 || got.Header.Revision != int64(top) {
+		t.Fatalf("range of an absent key: %v %v, want header revision %d", got, err, top)
+	}
+	f.set("a", "1")
+	top = f.set("other", "3")
+	got, err = k.Range(ctx, &pb.RangeRequest{Key: []byte("a")})
+	if err != nil || got.Count != 1 || got.Header.Revision != int64(top) || got.Kvs[0].ModRevision != int64(top-1) {
+		t.Fatalf("range of a: %v %v, want header revision %d, mod revision %d", got, err, top, top-1)
 	}
 }

@@ -140,8 +140,16 @@ func (l *leaseServer) LeaseTimeToLive(ctx context.Context, r *pb.LeaseTimeToLive
 		resp.TTL = max(int64((left+time.Second-1)/time.Second), 0)
 	}
 	if r.Keys {
+		// The keys still attached: one deleted or put without the lease
+		// since is not (etcd detaches it).
 		for _, k := range rec.Keys {
-			resp.Keys = append(resp.Keys, k.Key)
+			on, err := s.attached(ctx, k)
+			if err != nil {
+				return nil, grpcError(err)
+			}
+			if on {
+				resp.Keys = append(resp.Keys, k.Key)
+			}
 		}
 	}
 	return resp, nil
@@ -152,7 +160,10 @@ func (l *leaseServer) LeaseLeases(ctx context.Context, _ *pb.LeaseLeasesRequest)
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
 	resp := &pb.LeaseLeasesResponse{Header: s.header(0)}
-	err := s.eachLease(ctx, kv.Linearizable, func(id int64, _ kv.Entry) {
+	err := s.eachLease(ctx, kv.Linearizable, func(id int64, e kv.Entry) {
+		if rec, err := decodeLease(e.Value); err == nil && rec.Revoking {
+			return // being revoked: gone for clients
+		}
 		resp.Leases = append(resp.Leases, &pb.LeaseStatus{ID: id})
 	})
 	if err != nil {

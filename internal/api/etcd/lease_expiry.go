@@ -83,6 +83,11 @@ func (s *Server) expireOnce(seen map[int64]leaseSeen) {
 			return
 		}
 		present[id], owners[sh] = true, true
+		if rec.Revoking {
+			// A revocation a stopped node left half done: finish it.
+			expired = append(expired, due{id, rec.Renewals})
+			return
+		}
 		was, ok := seen[id]
 		if !ok || was.shard != sh || was.renewals != rec.Renewals || clock < was.at {
 			seen[id] = leaseSeen{shard: sh, renewals: rec.Renewals, at: clock}

@@ -41,6 +41,10 @@ type leaseRecord struct {
 	// had applied it (0: unknown), for TimeToLive's estimate only.
 	RenewedAt time.Duration
 	Keys      []leaseKeyRef
+	// Revoking: an expiry or a revoke has begun deleting the lease's
+	// keys. From then on the lease does not exist for a keepalive, an
+	// attach or TimeToLive; the record only tells what is left to delete.
+	Revoking bool
 }
 
 // leaseKeyRef is a key attached to a lease, at the version its put with
@@ -60,6 +64,11 @@ func (r *leaseRecord) encode() []byte {
 		b = binary.AppendUvarint(b, uint64(len(k.Key)))
 		b = append(b, k.Key...)
 		b = binary.AppendUvarint(b, k.Version)
+	}
+	if r.Revoking {
+		// A trailing flag: records written before it decode as not
+		// revoking.
+		b = binary.AppendUvarint(b, 1)
 	}
 	return b
 }
@@ -97,12 +106,24 @@ func decodeLease(b []byte) (leaseRecord, error) {
 		}
 		r.Keys = append(r.Keys, leaseKeyRef{Key: k, Version: v})
 	}
+	if len(b) > 0 {
+		r.Revoking = next() == 1
+	}
 	return r, nil
 }
 
 // readLease reads lease id linearizably; ok is false when it does not
-// exist.
+// exist or its revocation has begun.
 func (s *Server) readLease(ctx context.Context, id int64) (rec leaseRecord, version uint64, ok bool, err error) {
+	rec, version, ok, err = s.readLeaseRecord(ctx, id)
+	if ok && rec.Revoking {
+		return leaseRecord{}, 0, false, nil
+	}
+	return rec, version, ok, err
+}
+
+// readLeaseRecord is readLease that also answers a record being revoked.
+func (s *Server) readLeaseRecord(ctx context.Context, id int64) (rec leaseRecord, version uint64, ok bool, err error) {
 	v, err := s.sys.Get(ctx, leaseKey(id), kv.ReadOptions{Consistency: kv.Linearizable})
 	ok = err == nil
 	if errors.Is(err, kv.ErrNotFound) {
@@ -148,10 +169,30 @@ func (s *Server) attach(ctx context.Context, id int64, key []byte, version uint6
 	return err
 }
 
+// pruneAt is the least number of keys at which a record is pruned of the
+// keys no longer attached (then again at every power of two), so a
+// long-lived lease that puts and deletes many keys keeps a short record.
+const pruneAt = 64
+
 // attachPrev is attach that also tells the version at which the record
-// listed key before (listed false: it did not).
+// listed key before (listed false: it did not). A record that reaches
+// pruneAt keys, a power of two above it, or the limit, is pruned first.
 func (s *Server) attachPrev(ctx context.Context, id int64, key []byte, version uint64) (prev uint64, listed bool, err error) {
-	_, err = s.updateLease(ctx, id, func(r *leaseRecord) error {
+	prev, listed, n, err := s.attachOnce(ctx, id, key, version)
+	if status.Code(err) == codes.ResourceExhausted {
+		if s.pruneLease(ctx, id) == nil {
+			prev, listed, _, err = s.attachOnce(ctx, id, key, version)
+		}
+		return prev, listed, err
+	}
+	if err == nil && n >= pruneAt && n&(n-1) == 0 {
+		_ = s.pruneLease(ctx, id) // best effort: the next power of two tries again
+	}
+	return prev, listed, err
+}
+
+func (s *Server) attachOnce(ctx context.Context, id int64, key []byte, version uint64) (prev uint64, listed bool, n int, err error) {
+	rec, err := s.updateLease(ctx, id, func(r *leaseRecord) error {
 		prev, listed = 0, false
 		for i := range r.Keys {
 			if string(r.Keys[i].Key) == string(key) {
@@ -166,7 +207,57 @@ func (s *Server) attachPrev(ctx context.Context, id int64, key []byte, version u
 		r.Keys = append(r.Keys, leaseKeyRef{Key: append([]byte(nil), key...), Version: version})
 		return nil
 	})
-	return prev, listed, err
+	return prev, listed, len(rec.Keys), err
+}
+
+// attached reports whether the key a record lists is still attached to
+// the lease: a put in flight (version 0), or the key still at the
+// version the lease's put wrote. Deleted, or rewritten since (a put with
+// the lease would have listed its own version), it is not. The read is
+// linearizable: a replica behind could miss the lease's own put.
+func (s *Server) attached(ctx context.Context, k leaseKeyRef) (bool, error) {
+	if k.Version == 0 {
+		return true, nil
+	}
+	v, err := s.b.Get(ctx, k.Key, kv.ReadOptions{Consistency: kv.Linearizable})
+	switch {
+	case errors.Is(err, kv.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	return v.Version == k.Version, nil
+}
+
+// pruneLease drops from lease id's record the keys no longer attached to
+// it (etcd detaches a key deleted or put without the lease), on
+// condition that each is still listed at the version found detached.
+func (s *Server) pruneLease(ctx context.Context, id int64) error {
+	rec, _, ok, err := s.readLease(ctx, id)
+	if err != nil || !ok {
+		return err
+	}
+	gone := map[string]uint64{}
+	for _, k := range rec.Keys {
+		on, err := s.attached(ctx, k)
+		if err != nil {
+			return err
+		}
+		if !on {
+			gone[string(k.Key)] = k.Version
+		}
+	}
+	if len(gone) == 0 {
+		return nil
+	}
+	_, err = s.updateLease(ctx, id, func(r *leaseRecord) error {
+		r.Keys = slices.DeleteFunc(r.Keys, func(k leaseKeyRef) bool {
+			v, ok := gone[string(k.Key)]
+			return ok && v == k.Version
+		})
+		return nil
+	})
+	return err
 }
 
 // detachInFlight drops key from lease id's record if it is listed there
@@ -183,14 +274,31 @@ func (s *Server) detachInFlight(ctx context.Context, id int64, key []byte) error
 // was not renewed since: with renewals >= 0, only while its Renewals is
 // still that (an expiry); with -1, whatever it is (a revoke). It reports
 // whether it deleted the lease.
+//
+// The decision is one write: the record is marked revoking, on condition
+// that it is unchanged since it was read. A keepalive or an attach after
+// that finds no lease, so none can answer a live lease whose keys are
+// being deleted. Were the node to stop half-way, the marked record stays
+// and the next expiry (or revoke) finishes the job.
 func (s *Server) revoke(ctx context.Context, id int64, renewals int64) (bool, error) {
 	for range maxCASAttempts {
-		rec, ver, ok, err := s.readLease(ctx, id)
-		if err != nil || !ok || (renewals >= 0 && rec.Renewals != uint64(renewals)) {
+		rec, ver, ok, err := s.readLeaseRecord(ctx, id)
+		if err != nil || !ok {
 			return false, err
 		}
-		// The keys first: were the node to stop half-way, the record is
-		// still there and the next expiry (or revoke) finishes the job.
+		if !rec.Revoking {
+			if renewals >= 0 && rec.Renewals != uint64(renewals) {
+				return false, nil
+			}
+			rec.Revoking = true
+			ver, _, err = s.sys.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
+			if errors.Is(err, kv.ErrPreconditionFailed) {
+				continue // renewed or attached meanwhile: decide again
+			}
+			if err != nil {
+				return false, err
+			}
+		}
 		for _, k := range rec.Keys {
 			opts := kv.WriteOptions{}
 			if k.Version != 0 {
@@ -204,7 +312,7 @@ func (s *Server) revoke(ctx context.Context, id int64, renewals int64) (bool, er
 		_, err = s.sys.Delete(ctx, leaseKey(id), kv.WriteOptions{Cond: kv.CondIfMatch, Version: ver})
 		switch {
 		case errors.Is(err, kv.ErrPreconditionFailed):
-			continue // a key was attached, or the lease renewed: again
+			continue // another revoke of the same lease finished it first
 		case errors.Is(err, kv.ErrNotFound):
 			return false, nil
 		}

@@ -1,6 +1,7 @@
 package etcdapi
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -40,8 +41,9 @@ func TestLeaseExpiryByShardClock(t *testing.T) {
 		t.Fatalf("put with an unknown lease: %v", err)
 	}
 	ttl, err := l.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: g.ID, Keys: true})
-	if err != nil || ttl.GrantedTTL != 2 || len(ttl.Keys) != 2 {
-		t.Fatalf("time to live: %v %v", ttl, err)
+	// b, rewritten without the lease, is no longer attached to it.
+	if err != nil || ttl.GrantedTTL != 2 || len(ttl.Keys) != 1 || string(ttl.Keys[0]) != "a" {
+		t.Fatalf("time to live: %v %v, want key a only", ttl, err)
 	}
 	seen := map[int64]leaseSeen{}
 	setClock(f, 10*time.Second)
@@ -103,5 +105,141 @@ func TestLeaseRevokeAndList(t *testing.T) {
 	}
 	if _, err := l.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: 42}); err != rpctypes.ErrGRPCLeaseNotFound {
 		t.Fatalf("second revoke: %v", err)
+	}
+}
+
+// A keepalive racing an expiry: the expiry's decision is one write (the
+// record marked revoking, on condition that it is unchanged), so a
+// keepalive that lands before it keeps the lease and its keys, and one
+// that lands after it is answered TTL 0 (the lease is gone) while the
+// keys are deleted. Never a live lease without its keys.
+func TestKeepAliveRacingExpiry(t *testing.T) {
+	for _, after := range []int{0, 1} {
+		s, f := newTestServer(t)
+		l, k := &leaseServer{s: s}, &kvServer{s: s}
+		g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("lock"), Value: []byte("me"), Lease: g.ID}); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int64]leaseSeen{}
+		setClock(f, 10*time.Second)
+		s.expireOnce(seen) // the countdown starts
+		setClock(f, 13*time.Second)
+		var kaTTL int64
+		var kaErr error
+		keepalive := func(*fakeBackend) { kaTTL, kaErr = s.renew(ctx, g.ID) }
+		if after == 0 {
+			f.beforeWrite = keepalive // before the expiry's first write
+		} else {
+			f.beforeWrite = func(*fakeBackend) { f.beforeWrite = keepalive } // before its second
+		}
+		s.expireOnce(seen)
+		if kaErr != nil {
+			t.Fatal(kaErr)
+		}
+		ttl, err := l.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: g.ID, Keys: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case after == 0 && (kaTTL != 2 || ttl.TTL <= 0 || !exists(f, "lock")):
+			t.Errorf("keepalive before the expiry's decision: answered TTL %d, lease TTL %d, key exists %v; want the lease and its key kept",
+				kaTTL, ttl.TTL, exists(f, "lock"))
+		case after == 1 && (kaTTL != 0 || ttl.TTL != -1 || exists(f, "lock")):
+			t.Errorf("keepalive after the expiry's decision: answered TTL %d, lease TTL %d, key exists %v; want TTL 0, the lease and its key gone",
+				kaTTL, ttl.TTL, exists(f, "lock"))
+		}
+	}
+}
+
+// A revocation a node left half done (the record marked revoking, keys
+// not yet deleted) is invisible to clients and finished by the next
+// expiry pass at once, whatever the lease's TTL.
+func TestHalfDoneRevocationIsFinished(t *testing.T) {
+	s, f := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1"), Lease: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.updateLease(ctx, g.ID, func(r *leaseRecord) error { r.Revoking = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if ttl, err := s.renew(ctx, g.ID); err != nil || ttl != 0 {
+		t.Fatalf("keepalive of a lease being revoked: TTL %d %v, want 0", ttl, err)
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("b"), Value: []byte("1"), Lease: g.ID}); err != rpctypes.ErrGRPCLeaseNotFound {
+		t.Fatalf("put attaching to a lease being revoked: %v, want %v", err, rpctypes.ErrGRPCLeaseNotFound)
+	}
+	if ls, err := l.LeaseLeases(ctx, &pb.LeaseLeasesRequest{}); err != nil || len(ls.Leases) != 0 {
+		t.Fatalf("leases: %v %v, want none", ls, err)
+	}
+	if !exists(f, "a") || !exists(f, string(leaseKey(g.ID))) {
+		t.Fatal("the half-done revocation's key or record is missing before the expiry pass")
+	}
+	s.expireOnce(map[int64]leaseSeen{})
+	if exists(f, "a") || exists(f, string(leaseKey(g.ID))) {
+		t.Fatalf("after an expiry pass: key a exists %v, record exists %v; want both gone", exists(f, "a"), exists(f, string(leaseKey(g.ID))))
+	}
+}
+
+// LeaseTimeToLive with keys lists the keys still attached: not one deleted
+// since or rewritten without the lease (etcd detaches those).
+func TestTimeToLiveListsAttachedKeysOnly(t *testing.T) {
+	s, _ := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"kept", "deleted", "rewritten"} {
+		if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte(key), Value: []byte("v"), Lease: g.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("deleted")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("rewritten"), Value: []byte("no lease")}); err != nil {
+		t.Fatal(err)
+	}
+	ttl, err := l.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: g.ID, Keys: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ttl.Keys) != 1 {
+		t.Fatalf("TimeToLive keys %q, want only %q (the others were deleted or detached)", ttl.Keys, "kept")
+	}
+}
+
+// A long-lived lease (a clientv3 concurrency.Session taking locks under
+// many names, say) that has put and deleted more than maxLeaseKeys
+// distinct keys takes more: the record forgets keys no longer attached,
+// and stays short.
+func TestLeaseKeyLimitCountsAttachedKeys(t *testing.T) {
+	s, _ := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxLeaseKeys + 1 {
+		key := []byte(fmt.Sprintf("lock/job-%05d", i))
+		if _, err := k.Put(ctx, &pb.PutRequest{Key: key, Value: []byte("held"), Lease: g.ID}); err != nil {
+			t.Fatalf("lock %d (every earlier one released): %v", i, err)
+		}
+		if _, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: key}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec, _, _, err := s.readLease(ctx, g.ID)
+	if err != nil || len(rec.Keys) > 2*pruneAt {
+		t.Fatalf("the record lists %d keys (%v), want at most %d", len(rec.Keys), err, 2*pruneAt)
 	}
 }

@@ -76,10 +76,14 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 		top   uint64
 		big   bool
 	)
-	err := s.scanRange(ctx, from, to, r.KeysOnly || r.CountOnly, cons, func(e kv.Entry) bool {
+	// Sorting by value needs the values, also when keys_only drops them
+	// from the answer (after the sort, as etcd does).
+	byValue := r.SortTarget == pb.RangeRequest_VALUE
+	err := s.scanRange(ctx, from, to, (r.KeysOnly && !byValue) || r.CountOnly, cons, func(e kv.Entry) bool {
 		count++
 		top = max(top, e.Version)
-		if r.CountOnly || (natural && limit > 0 && len(kvs) >= limit) {
+		// One past the limit tells whether the limit cut the answer.
+		if r.CountOnly || (natural && limit > 0 && len(kvs) > limit) {
 			return true // only counting now
 		}
 		if !revisionFilters(r, int64(e.Version)) {
@@ -89,7 +93,7 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 			big = true
 			return false
 		}
-		kvs = append(kvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, r.KeysOnly))
+		kvs = append(kvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, r.KeysOnly && !byValue))
 		return true
 	})
 	if err != nil {
@@ -100,15 +104,23 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 	}
 	if !natural {
 		sortKVs(kvs, r.SortTarget, r.SortOrder)
-		if limit > 0 && len(kvs) > limit {
-			kvs = kvs[:limit]
-		}
 	}
 	resp := &pb.RangeResponse{Header: s.header(top), Count: count}
-	if !r.CountOnly {
-		resp.Kvs = kvs
-		resp.More = count > int64(len(kvs))
+	if r.CountOnly {
+		return resp, nil
 	}
+	// more: the limit cut the answer (as in etcd; keys the revision
+	// filters dropped do not count). count is every key of the range,
+	// before the filters.
+	if limit > 0 && len(kvs) > limit {
+		kvs, resp.More = kvs[:limit], true
+	}
+	if r.KeysOnly && byValue {
+		for _, e := range kvs {
+			e.Value = nil
+		}
+	}
+	resp.Kvs = kvs
 	return resp, nil
 }
 
@@ -180,7 +192,7 @@ func (s *Server) deleteMany(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.
 				err = errRangeTooLarge
 				return false
 			}
-			resp.PrevKvs = append(resp.PrevKvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version}, false))
+			resp.PrevKvs = append(resp.PrevKvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, false))
 		}
 		return true
 	})

@@ -78,3 +78,80 @@ func TestDeleteRange(t *testing.T) {
 		t.Fatalf("after deleting d/: %v", f.data)
 	}
 }
+
+// DeleteRange over a range with prev_kv reports each deleted key's lease,
+// as the one-key DeleteRange does (docs/etcd-api.md).
+func TestDeleteRangePrevKvReportsLease(t *testing.T) {
+	s, _ := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"p/a", "p/b"} {
+		if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte(key), Value: []byte("v"), Lease: g.ID}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	one, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("p/a"), PrevKv: true})
+	if err != nil || len(one.PrevKvs) != 1 || one.PrevKvs[0].Lease != g.ID {
+		t.Fatalf("one-key delete: %v %v", one, err)
+	}
+	many, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("p/"), RangeEnd: []byte("p0"), PrevKv: true})
+	if err != nil || len(many.PrevKvs) != 1 {
+		t.Fatalf("range delete: %v %v", many, err)
+	}
+	if got := many.PrevKvs[0].Lease; got != g.ID {
+		t.Fatalf("range delete's prev_kv of %q reports lease %d, want %d", many.PrevKvs[0].Key, got, g.ID)
+	}
+}
+
+// Revision filters: count is before the filters (docs/etcd-api.md, as in
+// etcd), for a range and a one-key Range alike, and more is only set when
+// a limit cut the answer, not when the filters dropped keys.
+func TestRangeFiltersCountAndMore(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("a", "1")
+	rb := f.set("b", "2")
+	many, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("c"), MinModRevision: int64(rb)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), MinModRevision: int64(rb)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	if many.More {
+		bad = append(bad, "range [a,c) without a limit, filtered to 1 of 2 keys, answers more=true")
+	}
+	if one.Count != 1 {
+		bad = append(bad, "one-key Range of an existing key filtered out answers count 0 (the range path answers the count before filters)")
+	}
+	if len(bad) > 0 {
+		t.Fatalf("%q\nrange: count %d kvs %d more %v; one key: count %d kvs %d", bad, many.Count, len(many.Kvs), many.More, one.Count, len(one.Kvs))
+	}
+}
+
+// A keys_only range sorted by value is sorted by the values it then
+// leaves out (as etcd does).
+func TestKeysOnlySortByValue(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("a", "3")
+	f.set("b", "1")
+	f.set("c", "2")
+	resp, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte("d"), KeysOnly: true,
+		SortTarget: pb.RangeRequest_VALUE, SortOrder: pb.RangeRequest_ASCEND})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	for _, kv := range resp.Kvs {
+		got += string(kv.Key)
+	}
+	if got != "bca" {
+		t.Fatalf("keys_only range sorted by value ascending: %q, want %q (values a=3 b=1 c=2)", got, "bca")
+	}
+}

@@ -91,6 +91,9 @@ func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 				if o.RequestPut.Lease != 0 && o.RequestPut.IgnoreLease {
 					return nil, rpctypes.ErrGRPCLeaseProvided
 				}
+				if o.RequestPut.IgnoreValue && len(o.RequestPut.Value) != 0 {
+					return nil, rpctypes.ErrGRPCValueProvided
+				}
 				if len(o.RequestPut.Value) > s.cfg.MaxValueSize {
 					return nil, rpctypes.ErrGRPCRequestTooLarge
 				}
@@ -193,23 +196,27 @@ func cmpResult(r pb.Compare_CompareResult, sign int) bool {
 
 // runOps runs a branch on key, as read (cur, exists): its write, if any,
 // on condition that the key is unchanged when guarded, and its reads
-// answered from the state before or after the write, in order.
+// answered from the state before or after the write, in order. Until the
+// write, the revision answered is the read's, as for a one-key Range: the
+// shard's applied index at the read (cur.Revision), found or not.
 func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cur kv.Value, exists, guarded bool) (*pb.TxnResponse, error) {
 	opts := kv.WriteOptions{}
 	if guarded {
 		opts = ifUnchanged(cur, exists)
 	}
 	resp := &pb.TxnResponse{}
-	rev := uint64(0)
+	rev := cur.Revision
 	if exists {
-		rev = cur.Version
+		rev = max(cur.Version, cur.Revision)
 	}
 	for _, op := range ops {
 		switch o := op.Request.(type) {
 		case *pb.RequestOp_RequestRange:
 			rr := &pb.RangeResponse{Header: s.header(rev)}
+			if exists {
+				rr.Count = 1 // before the revision filters, as for Range
+			}
 			if exists && revisionFilters(o.RequestRange, int64(cur.Version)) {
-				rr.Count = 1
 				if !o.RequestRange.CountOnly {
 					rr.Kvs = []*mvccpb.KeyValue{keyValue(key, cur, o.RequestRange.KeysOnly)}
 				}

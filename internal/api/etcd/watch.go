@@ -38,6 +38,10 @@ const watchPageBytes = 1 << 20
 // maxWatchersPerStream bounds the watchers of one stream.
 const maxWatchersPerStream = 1024
 
+// watchPagesPerStream bounds the history pages a stream's watchers hold
+// between reading and sending them (see step).
+const watchPagesPerStream = 4
+
 type watchServer struct {
 	pb.UnimplementedWatchServer
 	s *Server
@@ -52,7 +56,9 @@ type watchStream struct {
 	wg     sync.WaitGroup
 
 	sendMu sync.Mutex
-	mu     struct {
+	// pages holds a slot for each page read and not yet sent.
+	pages chan struct{}
+	mu    struct {
 		sync.Mutex
 		watchers map[int64]*watcher
 		nextID   int64
@@ -72,22 +78,25 @@ type watcher struct {
 	mu                      sync.Mutex
 	rev                     map[uint64]uint64 // shard -> every event up to it has been sent
 	compacted               bool
+	split                   splitCheck // watch_split.go
 }
 
 func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 	ctx, fail := context.WithCancelCause(stream.Context())
-	ws := &watchStream{s: w.s, stream: stream, ctx: ctx, fail: fail}
+	ws := &watchStream{s: w.s, stream: stream, ctx: ctx, fail: fail, pages: make(chan struct{}, watchPagesPerStream)}
 	ws.mu.watchers = map[int64]*watcher{}
 	defer ws.wg.Wait()
 	defer fail(nil)
 	reqs := make(chan *pb.WatchRequest)
 	// The reader is not waited for: Recv returns once the handler has
-	// returned (gRPC then ends the stream), and the reader with it.
+	// returned (gRPC then ends the stream), and the reader with it. A
+	// client that closes its side (io.EOF) has sent its last request:
+	// its watches go on until it cancels the call, as in etcd.
 	go func() {
 		for {
 			r, err := stream.Recv()
 			if errors.Is(err, io.EOF) {
-				err = errEOF
+				return
 			}
 			if err != nil {
 				fail(err)
@@ -108,16 +117,13 @@ func (w *watchServer) Watch(stream pb.Watch_WatchServer) error {
 			fail(status.Error(codes.Unavailable, "cairn: node stopping"))
 		case <-ctx.Done():
 			err := context.Cause(ctx)
-			if errors.Is(err, context.Canceled) || errors.Is(err, errEOF) {
+			if errors.Is(err, context.Canceled) {
 				return nil
 			}
 			return err
 		}
 	}
 }
-
-// errEOF stands for a stream its client closed.
-var errEOF = errors.New("etcdapi: watch stream closed by the client")
 
 func (ws *watchStream) handle(r *pb.WatchRequest) {
 	switch u := r.RequestUnion.(type) {
@@ -161,15 +167,20 @@ func (ws *watchStream) refuse(reason string) {
 func (ws *watchStream) create(cr *pb.WatchCreateRequest) {
 	s := ws.s
 	w := &watcher{key: cr.Key, prevKV: cr.PrevKv, progress: cr.ProgressNotify, rev: map[uint64]uint64{}}
+	w.split.at = time.Now()
+	if len(w.key) == 0 {
+		w.key = []byte{0} // etcd's reading: the smallest key
+	}
 	switch {
-	case len(cr.Key) == 0:
-		ws.refuse("etcdserver: key is not provided")
-		return
 	case cr.StartRevision < 0:
 		ws.refuse("cairn: negative start revision")
 		return
 	case len(cr.RangeEnd) > 0:
 		w.end = cr.RangeEnd
+		if !bytes.Equal(w.end, []byte{0}) && bytes.Compare(w.key, w.end) >= 0 {
+			ws.refuse("mvcc: watcher range is empty") // etcd's answer
+			return
+		}
 	}
 	for _, f := range cr.Filters {
 		w.noPut = w.noPut || f == pb.WatchCreateRequest_NOPUT
@@ -188,6 +199,15 @@ func (ws *watchStream) create(cr *pb.WatchCreateRequest) {
 			now, err := s.b.ShardRevision(ctx, id)
 			cancel()
 			if err != nil {
+				if errors.Is(err, kv.ErrStopped) || (w.end == nil && errors.Is(err, kv.ErrNoReplica)) {
+					// Another node can serve it: end the stream, as a
+					// pump does, and the client creates the watch again
+					// there. (A refusal ends the watch with an error, and
+					// clientv3 sends the next watch of the key on this
+					// same stream while other watches keep it open.)
+					ws.fail(status.Error(codes.Unavailable, "cairn: "+err.Error()))
+					return
+				}
 				ws.refuse(grpcError(err).Error())
 				return
 			}
@@ -328,62 +348,23 @@ func (w *watcher) event(e *kv.Event) *mvccpb.Event {
 }
 
 // pump sends w's events of shard id from index from on, as this node's
-// replica applies them, until w or the stream ends.
+// replica applies them, until w or the stream ends. Once a split has
+// changed the shards holding w's keys (watch_split.go), it ends w when
+// it has sent every event its shard's replica had applied.
 func (ws *watchStream) pump(w *watcher, id, from uint64) {
 	for {
-		page, changed, err := ws.s.b.ShardEvents(id, from, watchPageBytes)
-		var ce *kv.CompactedError
-		switch {
-		case errors.As(err, &ce):
-			ws.compacted(w, ce.Floor+1)
-			return
-		case err != nil:
-			// This node cannot serve the shard any more (its replica was
-			// moved away, or it is stopping): end the stream, and the
-			// client resumes its watches elsewhere.
-			ws.fail(status.Error(codes.Unavailable, "cairn: "+err.Error()))
+		split := w.resharded(ws.s.b) // before the read: see watch_split.go
+		next, changed, ok := ws.step(w, id, from)
+		if !ok {
 			return
 		}
-		var evs []*mvccpb.Event
-		for i := range page.Events {
-			e := &page.Events[i]
-			if !w.matches(e.Key, e.Delete) {
-				continue
-			}
-			if w.prevKV && e.PrevMissing {
-				// The value this change replaced is no longer in the
-				// history (the watch fell more than half the retention
-				// behind): send what came before it, then answer as
-				// compacted at it, as for a start the history no longer
-				// holds.
-				if len(evs) > 0 {
-					w.mu.Lock()
-					sent := ws.send(&pb.WatchResponse{Header: ws.s.header(e.Index - 1), WatchId: w.id, Events: evs})
-					if sent {
-						w.rev[id] = max(w.rev[id], e.Index-1)
-					}
-					w.mu.Unlock()
-					if !sent {
-						return
-					}
-				}
-				ws.compacted(w, e.Index+1)
-				return
-			}
-			evs = append(evs, w.event(e))
-		}
-		w.mu.Lock() // with the send: see sendProgress
-		sent := len(evs) == 0 || ws.send(&pb.WatchResponse{Header: ws.s.header(page.Next - 1), WatchId: w.id, Events: evs})
-		if sent {
-			w.rev[id] = max(w.rev[id], page.Next-1)
-		}
-		w.mu.Unlock()
-		if !sent {
-			return
-		}
-		if page.Next > from {
-			from = page.Next
+		if next > from {
+			from = next
 			continue // there may be more: read again before waiting
+		}
+		if split {
+			ws.endSplit(w, id, from)
+			return
 		}
 		select {
 		case <-changed:
@@ -394,9 +375,78 @@ func (ws *watchStream) pump(w *watcher, id, from uint64) {
 	}
 }
 
+// step reads a page of shard id's history from index from and sends w's
+// events of it. It holds one of the stream's page slots from the read to
+// the send, so a client that stops reading keeps at most
+// watchPagesPerStream pages on the node, however many watchers it has.
+// next is where to read on from, changed is closed when the replica
+// applies more; ok is false once w (or the stream) has ended.
+func (ws *watchStream) step(w *watcher, id, from uint64) (next uint64, changed <-chan struct{}, ok bool) {
+	select {
+	case ws.pages <- struct{}{}:
+	case <-w.ctx.Done():
+		return 0, nil, false
+	}
+	defer func() { <-ws.pages }()
+	page, changed, err := ws.s.b.ShardEvents(id, from, watchPageBytes)
+	var ce *kv.CompactedError
+	switch {
+	case errors.As(err, &ce):
+		ws.compacted(w, ce.Floor+1, "")
+		return 0, nil, false
+	case err != nil:
+		// This node cannot serve the shard any more (its replica was
+		// moved away, or it is stopping): end the stream, and the
+		// client resumes its watches elsewhere.
+		ws.fail(status.Error(codes.Unavailable, "cairn: "+err.Error()))
+		return 0, nil, false
+	}
+	var evs []*mvccpb.Event
+	for i := range page.Events {
+		e := &page.Events[i]
+		if !w.matches(e.Key, e.Delete) {
+			continue
+		}
+		if w.prevKV && e.PrevMissing {
+			// The value this change replaced is no longer in the
+			// history (the watch fell more than half the retention
+			// behind): send what came before it, then answer as
+			// compacted at it, as for a start the history no longer
+			// holds.
+			if len(evs) > 0 && !ws.sendEvents(w, id, e.Index-1, evs) {
+				return 0, nil, false
+			}
+			ws.compacted(w, e.Index+1, "")
+			return 0, nil, false
+		}
+		evs = append(evs, w.event(e))
+	}
+	if len(evs) > 0 && !ws.sendEvents(w, id, page.Next-1, evs) {
+		return 0, nil, false
+	}
+	w.mu.Lock()
+	w.rev[id] = max(w.rev[id], page.Next-1)
+	w.mu.Unlock()
+	return page.Next, changed, true
+}
+
+// sendEvents sends w's events evs of shard id, every one of that shard's
+// up to rev, and moves w's progress there; false when the stream failed.
+// It sends under w.mu: see sendProgress.
+func (ws *watchStream) sendEvents(w *watcher, id, rev uint64, evs []*mvccpb.Event) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !ws.send(&pb.WatchResponse{Header: ws.s.header(rev), WatchId: w.id, Events: evs}) {
+		return false
+	}
+	w.rev[id] = max(w.rev[id], rev)
+	return true
+}
+
 // compacted ends w: its start is older than a shard's history keeps.
-// compactRev is the oldest revision that shard can still serve.
-func (ws *watchStream) compacted(w *watcher, compactRev uint64) {
+// compactRev is the oldest revision that shard can still serve; reason,
+// if any, says why.
+func (ws *watchStream) compacted(w *watcher, compactRev uint64, reason string) {
 	w.mu.Lock()
 	first := !w.compacted
 	w.compacted = true
@@ -408,5 +458,6 @@ func (ws *watchStream) compacted(w *watcher, compactRev uint64) {
 	delete(ws.mu.watchers, w.id)
 	ws.mu.Unlock()
 	w.cancel()
-	ws.send(&pb.WatchResponse{Header: ws.s.header(compactRev - 1), WatchId: w.id, Canceled: true, CompactRevision: int64(compactRev)})
+	ws.send(&pb.WatchResponse{Header: ws.s.header(compactRev - 1), WatchId: w.id, Canceled: true,
+		CompactRevision: int64(compactRev), CancelReason: reason})
 }

@@ -16,8 +16,9 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
-// watchClient serves s on a loopback port and opens a watch stream to it.
-func watchClient(t *testing.T, s *Server) pb.Watch_WatchClient {
+// watchClient serves s on a loopback port and opens a watch stream to it
+// (with opts added to the connection's).
+func watchClient(t *testing.T, s *Server, opts ...grpc.DialOption) pb.Watch_WatchClient {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -25,7 +26,7 @@ func watchClient(t *testing.T, s *Server) pb.Watch_WatchClient {
 	}
 	go s.Serve(lis)
 	t.Cleanup(func() { s.Stop(time.Second) })
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(lis.Addr().String(), append(opts, grpc.WithTransportCredentials(insecure.NewCredentials()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +170,7 @@ func TestWatchRangeCompactedRefused(t *testing.T) {
 		t.Fatalf("compacted: %v, want canceled with compact revision 3", r)
 	}
 	// Bad requests are created and canceled at once, with a reason.
-	for _, cr := range []*pb.WatchCreateRequest{{}, {Key: []byte("k"), StartRevision: -1}} {
+	for _, cr := range []*pb.WatchCreateRequest{{Key: []byte("k"), StartRevision: -1}} {
 		if r := create(t, st, cr); !r.Created || !r.Canceled || r.WatchId != -1 || r.CancelReason == "" {
 			t.Fatalf("create %v: %v, want refused", cr, r)
 		}
@@ -231,5 +232,139 @@ func TestWatchPrevMissingCompacts(t *testing.T) {
 	later := create(t, st, &pb.WatchCreateRequest{Key: []byte("k"), StartRevision: 3, PrevKv: true})
 	if r := recv(t, st); r.WatchId != later.WatchId || evs(r) != "PUT k=3@3 prev 2@2" {
 		t.Fatalf("watch with prev_kv from 3: %v", r)
+	}
+}
+
+// A watch on one key, from now, asked of a node that holds no replica of
+// the key's shard ends the stream with Unavailable, as one from a
+// revision does: clientv3 then opens a new stream, on another endpoint,
+// and creates its watches there. A refusal ended the watch with an error,
+// and while the client had other watches open on that stream every new
+// watch of the key went to the same node and was refused again. A range
+// watch is still refused: no node may hold every shard.
+func TestWatchWithoutReplicaEndsTheStream(t *testing.T) {
+	s, f := newTestServer(t)
+	f.noReplica = map[uint64]bool{1: true}
+	st := watchClient(t, s)
+	if r := create(t, st, &pb.WatchCreateRequest{Key: []byte("a"), RangeEnd: []byte("b")}); !r.Created || !r.Canceled || r.CancelReason == "" {
+		t.Fatalf("range watch without a replica: %v, want refused", r)
+	}
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{Key: []byte("k")}}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := st.Recv()
+	if code(err) != codes.Unavailable {
+		t.Fatalf("watch of a key without a replica: %v, %v; want the stream ended with Unavailable", r, err)
+	}
+}
+
+// A create request is read as etcd reads it: an empty key is key 0x00,
+// the smallest (so a range from "" covers every key below its end), and
+// a range holding no key (range_end at or below key) is refused with
+// etcd's reason, rather than served as a watch that never reports.
+func TestWatchCreateRequestReadAsEtcd(t *testing.T) {
+	s, f := newTestServer(t)
+	st := watchClient(t, s)
+	for _, cr := range []*pb.WatchCreateRequest{{Key: []byte("b"), RangeEnd: []byte("a")}, {Key: []byte("b"), RangeEnd: []byte("b")}} {
+		if r := create(t, st, cr); !r.Created || !r.Canceled || r.WatchId != -1 || r.CancelReason != "mvcc: watcher range is empty" {
+			t.Fatalf("create %v: %v, want refused as an empty range", cr, r)
+		}
+	}
+	below := create(t, st, &pb.WatchCreateRequest{RangeEnd: []byte("m")})
+	if !below.Created || below.Canceled {
+		t.Fatalf("create from the empty key: %v", below)
+	}
+	f.set("a", "1")
+	f.set("z", "2")
+	if r := recv(t, st); r.WatchId != below.WatchId || evs(r) != "PUT a=1@1" {
+		t.Fatalf("watch of [\"\", m): %v", r)
+	}
+}
+
+// A client that closes its side of the stream after its requests (as
+// grpcurl does at the end of its input) still gets its watches' events
+// until it cancels the call, as from etcd; the stream used to end at once.
+func TestWatchStreamOutlivesTheClientsHalfClose(t *testing.T) {
+	s, f := newTestServer(t)
+	st := watchClient(t, s)
+	c := create(t, st, &pb.WatchCreateRequest{Key: []byte("k")})
+	if err := st.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // the node reads the end of the requests
+	f.set("k", "1")
+	if r := recv(t, st); r.WatchId != c.WatchId || evs(r) != "PUT k=1@1" {
+		t.Fatalf("after the client's half-close: %v", r)
+	}
+}
+
+// A watch id the client chooses: refused while a watch of the stream has
+// it (created and canceled with watch id -1, as etcd answers), free again
+// once that watch is canceled; ids the node picks skip it.
+func TestWatchClientChosenIDs(t *testing.T) {
+	s, f := newTestServer(t)
+	st := watchClient(t, s)
+	if c := create(t, st, &pb.WatchCreateRequest{Key: []byte("a"), WatchId: 1}); !c.Created || c.Canceled || c.WatchId != 1 {
+		t.Fatalf("create with id 1: %v", c)
+	}
+	if c := create(t, st, &pb.WatchCreateRequest{Key: []byte("b"), WatchId: 1}); !c.Created || !c.Canceled || c.WatchId != -1 || c.CancelReason == "" {
+		t.Fatalf("second create with id 1: %v, want refused", c)
+	}
+	auto := create(t, st, &pb.WatchCreateRequest{Key: []byte("c")})
+	if auto.WatchId == 1 || auto.Canceled {
+		t.Fatalf("create with no id: %v", auto)
+	}
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CancelRequest{CancelRequest: &pb.WatchCancelRequest{WatchId: 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, st); !r.Canceled || r.WatchId != 1 {
+		t.Fatalf("cancel: %v", r)
+	}
+	if c := create(t, st, &pb.WatchCreateRequest{Key: []byte("b"), WatchId: 1}); !c.Created || c.Canceled || c.WatchId != 1 {
+		t.Fatalf("create with id 1 after its cancel: %v", c)
+	}
+	f.set("a", "1")
+	f.set("b", "2")
+	if r := recv(t, st); r.WatchId != 1 || evs(r) != "PUT b=2@2" {
+		t.Fatalf("events of the new watch 1: %v", r)
+	}
+}
+
+// progress_notify: a notification every ProgressInterval, at the revision
+// up to which the watch has sent every event (never below an event sent
+// before it), with no events.
+func TestWatchProgressNotify(t *testing.T) {
+	f := newFake()
+	s, err := New(f, Config{ClusterID: 7, MemberID: 1, ProgressInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := watchClient(t, s)
+	c := create(t, st, &pb.WatchCreateRequest{Key: []byte("k"), ProgressNotify: true})
+	go func() {
+		for i := range 50 {
+			f.set("k", fmt.Sprint(i))
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	last, progress := int64(0), 0
+	for last < 50 || progress < 3 {
+		r := recv(t, st)
+		if r.WatchId != c.WatchId || r.Canceled {
+			t.Fatalf("response %v", r)
+		}
+		if len(r.Events) == 0 {
+			if r.Header.Revision < last {
+				t.Fatalf("progress at %d after an event at %d", r.Header.Revision, last)
+			}
+			progress++
+			continue
+		}
+		for _, e := range r.Events {
+			if e.Kv.ModRevision != last+1 {
+				t.Fatalf("event at %d after %d", e.Kv.ModRevision, last)
+			}
+			last = e.Kv.ModRevision
+		}
 	}
 }
