@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
@@ -16,8 +14,9 @@ import (
 // Authentication (Config.Auth, internal/api/auth): bearer tokens with
 // roles, stored hashed under reserved system keys through the
 // coordinator. The node with the lowest id of the cluster makes the
-// first admin token when the cluster has none, writes it to
-// DataDir/AdminTokenFile and logs it once.
+// first admin token when the cluster has none and writes it to
+// DataDir/AdminTokenFile (admin_token.go); the log names the file, never
+// the token.
 
 // AdminTokenFile, in the data dir of the node that bootstrapped auth,
 // holds the first admin token (mode 0600).
@@ -76,25 +75,20 @@ func (s *Server) startAuth(peers map[uint64]string) {
 		lowest = min(lowest, id)
 	}
 	s.log.Info("authentication is on: data and admin requests need a bearer token")
+	if s.cfg.PeerTLS.IsZero() {
+		// Tokens guard the client port only: the peer port serves
+		// forwarded requests without asking who sends them.
+		s.log.Warn("authentication is on but the peer port is plain (no --peer-tls-*): anyone who reaches the peer port can read and write any key, the token records included; use peer TLS or keep the peer port on a network only the nodes reach")
+	}
 	if lowest != s.cfg.NodeID {
 		return
 	}
 	s.authDone = make(chan struct{})
 	go func() {
 		defer close(s.authDone)
+		warned := false
 		for {
-			ctx, cancel := context.WithTimeout(s.stopping, 10*time.Second)
-			tok, err := s.authn.Bootstrap(ctx)
-			cancel()
-			if err == nil {
-				if tok != "" {
-					file := filepath.Join(s.cfg.DataDir, AdminTokenFile)
-					if werr := os.WriteFile(file, []byte(tok+"\n"), 0o600); werr != nil {
-						s.log.Warn("auth: writing the admin token file", "err", werr)
-					}
-					s.log.Warn("auth: first admin token created; it is shown once (also in the file) — keep it secret",
-						"token", tok, "file", file)
-				}
+			if err := s.bootstrapToken(&warned); err == nil {
 				return
 			}
 			select {
@@ -104,4 +98,35 @@ func (s *Server) startAuth(peers map[uint64]string) {
 			}
 		}
 	}()
+}
+
+// bootstrapToken makes the first admin token unless the cluster has one,
+// into its file. An error: nothing was made; try again. A data dir that
+// takes no file is logged once (*warned).
+func (s *Server) bootstrapToken(warned *bool) error {
+	tf, err := prepareTokenFile(s.cfg.DataDir)
+	if err != nil {
+		if !*warned {
+			s.log.Warn("auth: cannot create the admin token file; the first admin token waits for it", "err", err)
+			*warned = true
+		}
+		return err
+	}
+	ctx, cancel := context.WithTimeout(s.stopping, 10*time.Second)
+	tok, err := s.authn.Bootstrap(ctx)
+	cancel()
+	if err != nil || tok == "" {
+		tf.discard()
+		return err
+	}
+	if err := tf.save(tok); err != nil {
+		// Made (a retry would find it made) but not saved: it is not
+		// logged either.
+		s.log.Error("auth: first admin token created but not saved to its file, and it is not logged: no one holds it",
+			"file", tf.path, "err", err)
+		return nil
+	}
+	s.log.Warn("auth: first admin token created and written to its file (mode 0600; read it there and keep it secret; it is not logged)",
+		"file", tf.path)
+	return nil
 }

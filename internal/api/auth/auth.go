@@ -76,6 +76,8 @@ type record struct {
 var (
 	ErrNoToken  = errors.New("auth: no bearer token")
 	ErrBadToken = errors.New("auth: unknown or malformed token")
+	// ErrBusy: MaxLookups token checks are reading the store already.
+	ErrBusy = errors.New("auth: too many token checks in flight")
 )
 
 // Authenticator checks tokens against a Store.
@@ -88,6 +90,8 @@ type Authenticator struct {
 	cache map[[32]byte]cached
 
 	failures atomic.Uint64
+	// lookups holds a token per check reading the store (MaxLookups).
+	lookups chan struct{}
 }
 
 type cached struct {
@@ -98,9 +102,19 @@ type cached struct {
 // CacheTTL is how long a found token is trusted without a new read.
 const CacheTTL = 5 * time.Second
 
+// MaxLookups bounds the token checks that read the store at once on a
+// node (tokens not in the cache); one more fails at once with ErrBusy.
+// Requests are checked before the API's in-flight bound, and a made-up
+// token costs a client nothing: without this bound, requests waiting on
+// a slow store read (a shard electing a leader) would pile up unbounded.
+// It is the default of the API's own in-flight bound (--max-inflight):
+// more requests at once would mostly be refused there anyway.
+const MaxLookups = 4096
+
 // New returns an Authenticator over store.
 func New(store Store) *Authenticator {
-	return &Authenticator{store: store, ttl: CacheTTL, now: time.Now, cache: map[[32]byte]cached{}}
+	return &Authenticator{store: store, ttl: CacheTTL, now: time.Now, cache: map[[32]byte]cached{},
+		lookups: make(chan struct{}, MaxLookups)}
 }
 
 // Failures counts requests refused 401 or 403.
@@ -148,7 +162,13 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 	if ok && now.Before(c.expires) {
 		return c.role, nil
 	}
+	select {
+	case a.lookups <- struct{}{}:
+	default:
+		return RoleNone, ErrBusy
+	}
 	v, found, err := a.store.Get(ctx, tokenKey(hash))
+	<-a.lookups
 	if err != nil {
 		return RoleNone, fmt.Errorf("auth: look the token up: %w", err)
 	}

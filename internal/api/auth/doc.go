@@ -21,5 +21,7 @@
 // when the cluster has none.
 //
 // Found tokens are cached for CacheTTL (a deleted token may keep working
-// that long); unknown ones are not cached. Safe for concurrent use.
+// that long); unknown ones are not cached. At most MaxLookups checks read
+// the store at once on a node; a request whose token would need one more
+// is answered 503 with Retry-After. Safe for concurrent use.
 package auth

@@ -53,7 +53,9 @@ func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Log
 			writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown token")
 			return
 		case err != nil:
-			log.Warn("auth: token lookup failed", "err", err)
+			if !errors.Is(err, ErrBusy) {
+				log.Warn("auth: token lookup failed", "err", err)
+			}
 			w.Header().Set("Retry-After", "1")
 			writeError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be checked now; retry")
 			return
