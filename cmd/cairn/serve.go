@@ -49,6 +49,7 @@ func newServeCmd() *cobra.Command {
 		shardSoftLimit                     int
 		scrubInterval                      time.Duration
 		watchHistory                       int
+		watchHistoryBytes                  int64
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -107,7 +108,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 				TLS: tlsFiles, ClientAuth: auth, PeerTLS: peerTLS, Auth: authOn,
 				Join: join, Role: role, DeadNodeTimeout: deadNodeTimeout, TransferLimit: transferLimit, SnapshotRate: snapshotRate,
 				ShardSoftLimit: shardSoftLimit,
-				WatchHistory:   watchHistory,
+				WatchHistory:   watchHistory, WatchHistoryBytes: watchHistoryBytes,
 			})
 			if err != nil {
 				return err
@@ -122,6 +123,11 @@ shards, and its balancer moves replicas onto it. It restarts without
 			case <-srv.Removed():
 				_ = stopWithin(srv, sig, stopTimeout)
 				return fmt.Errorf("node %d was removed from the cluster; it exits and will refuse to start on this data dir", nodeID)
+			case err := <-srv.Refused():
+				// Another member's address: serving on it would take
+				// that member's clients or raft traffic.
+				_ = stopWithin(srv, sig, stopTimeout)
+				return err
 			}
 		},
 	}
@@ -138,7 +144,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
 	f.IntVar(&shardSoftLimit, "shard-soft-limit", server.DefaultShardSoftLimit, "requests one shard may have queued on a node before the next ones for it get 503 shard_overloaded at once (0: off)")
-	f.IntVar(&maxConns, "max-conns", 4096, "HTTP/1.1 client connections served at once (503 and close beyond)")
+	f.IntVar(&maxConns, "max-conns", 4096, "client connections served at once, HTTP/1.1 and HTTP/2 (503 and close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&scrubInterval, "scrub-interval", 10*time.Minute, "how often each shard's replicas hash and compare their data (a replica outside the majority is replaced by a snapshot) and the node verifies its sstable checksums; 0: off (docs/scrub.md)")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
@@ -156,6 +162,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.DurationVar(&deadNodeTimeout, "dead-node-timeout", 5*time.Minute, "a node silent this long is declared dead and its replicas replaced (negative: never)")
 	f.IntVar(&transferLimit, "transfer-limit", 2, "replica moves touching one node at once (PUT /v1/admin/settings changes it cluster-wide)")
 	f.IntVar(&watchHistory, "watch-history", 20000, "log indexes per shard whose changes are kept for etcd watches, the same on every node (0: none; each write then skips reading the value it replaces)")
+	f.Int64Var(&watchHistoryBytes, "watch-history-bytes", server.DefaultWatchHistoryBytes, "bytes per shard of those changes (keys and values, with overhead), the same on every node: the oldest go first past it (negative: no bound but --watch-history)")
 	f.Int64Var(&snapshotRate, "snapshot-rate", defaultSnapshotRate, "snapshot streaming bound in bytes/s for all of the node's outgoing snapshots together, 0 unlimited (PUT /v1/admin/settings changes it cluster-wide)")
 	f.BoolVar(&faultInjection, "fault-injection", false, "enable /v1/admin/fault (partitions, disk stalls) for cairn chaos; never in production")
 	f.StringVar(&tlsFiles.Cert, "tls-cert", "", "client port: PEM certificate (with --tls-key the port speaks HTTPS only, HTTP/1.1 and HTTP/2 by ALPN)")

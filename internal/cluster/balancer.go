@@ -16,6 +16,10 @@ import (
 // transfer); it is idempotent and resumable.
 type Mover interface {
 	Descriptors() []shard.Descriptor
+	// LearnDescriptor records d as its shard's current view when it is
+	// newer than the one held (a shard a split made that this node
+	// holds no replica of: moves of it need the store to know it).
+	LearnDescriptor(d shard.Descriptor) bool
 	// MoveReplica moves shard's replica on from (which may be dead) to to.
 	MoveReplica(ctx context.Context, shardID, from, to uint64) error
 	// AddReplica adds a replica of shard on to (as a learner only if
@@ -25,9 +29,12 @@ type Mover interface {
 	RemoveReplica(ctx context.Context, shardID, node uint64) error
 }
 
-// Prober tells whether a node answers now.
+// Prober tells whether a node answers now, and what it holds.
 type Prober interface {
 	Alive(ctx context.Context, node uint64) bool
+	// Replicas returns the descriptors of node's local replicas, each as
+	// that replica applied it (wire.NodeInfo's).
+	Replicas(ctx context.Context, node uint64) ([]shard.Descriptor, error)
 }
 
 // BalancerConfig configures a Balancer.
@@ -142,6 +149,9 @@ type Balancer struct {
 		// learnerFree holds the DropLearners members seen last round
 		// with no learner and no move (finishLearnerDrops).
 		learnerFree map[uint64]bool
+		// drainLogged: when finishDecommissions last logged why a
+		// drained-looking member stays (decommission.go).
+		drainLogged map[uint64]time.Time
 	}
 }
 
@@ -160,6 +170,7 @@ func NewBalancer(cfg BalancerConfig) (*Balancer, error) {
 	b.mu.shapes = map[uint64]string{}
 	b.mu.touched = map[uint64]time.Time{}
 	b.mu.learnerFree = map[uint64]bool{}
+	b.mu.drainLogged = map[uint64]time.Time{}
 	return b, nil
 }
 
@@ -242,6 +253,8 @@ func (b *Balancer) Round(ctx context.Context) error {
 	if rec, err = b.finishDecommissions(ctx, rec, descs); err != nil {
 		return err
 	}
+	// (It may have learned shards from the members: a split's new half.)
+	descs = b.cfg.Mover.Descriptors()
 	if rec, err = b.finishLearnerDrops(ctx, rec, descs); err != nil {
 		return err
 	}
@@ -419,10 +432,28 @@ func (b *Balancer) detectDead(ctx context.Context, rec Record) (Record, error) {
 		}
 	}
 	b.mu.Unlock()
+	// A shard keeps a quorum of voters on nodes neither dead nor silent,
+	// or none of its voters is declared dead: its replacement moves need
+	// that quorum, and a node declared dead never serves again, so two
+	// silent nodes holding a majority of one shard's voters (a rack down,
+	// a partition) are left to come back rather than lose the shard.
+	silent := map[uint64]bool{}
+	for _, id := range dead {
+		silent[id] = true
+	}
+	var descs []shard.Descriptor
+	if len(dead) > 0 {
+		descs = b.cfg.Mover.Descriptors()
+	}
 	for _, id := range dead {
 		if m, _ := rec.Member(id); !m.ReadReplica() && rec.CountVoters()-1 < b.cfg.Replication {
 			b.cfg.Logger.Warn("balancer: a node is silent but too few active nodes remain to replace it; not declaring it dead",
 				"id", id, "timeout", b.cfg.DeadNodeTimeout)
+			continue
+		}
+		if sh, ok := quorumAway(descs, rec, silent, id); ok {
+			b.cfg.Logger.Warn("balancer: a node is silent but a shard it holds has no quorum of voters left without it; not declaring it dead",
+				"id", id, "shard", sh, "timeout", b.cfg.DeadNodeTimeout)
 			continue
 		}
 		b.cfg.Logger.Warn("balancer: declaring a silent node dead", "id", id, "timeout", b.cfg.DeadNodeTimeout)
@@ -430,22 +461,6 @@ func (b *Balancer) detectDead(ctx context.Context, rec Record) (Record, error) {
 		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.MarkDead(id) }); err != nil {
 			return rec, err
 		}
-	}
-	return rec, nil
-}
-
-// finishDecommissions marks removed every decommissioning member that
-// holds no replica and has no move in flight.
-func (b *Balancer) finishDecommissions(ctx context.Context, rec Record, descs []shard.Descriptor) (Record, error) {
-	for _, m := range rec.Members {
-		if m.State != Decommissioning || holds(descs, m.ID) || b.moving(m.ID) {
-			continue
-		}
-		var err error
-		if rec, err = b.cfg.Manager.Update(ctx, func(r Record) (Record, bool, error) { return r.MarkRemoved(m.ID) }); err != nil {
-			return rec, err
-		}
-		b.cfg.Logger.Info("balancer: node drained and removed", "id", m.ID)
 	}
 	return rec, nil
 }
@@ -502,4 +517,24 @@ func (b *Balancer) moving(node uint64) bool {
 		}
 	}
 	return false
+}
+
+// quorumAway reports a shard among descs with id as a voter whose voters
+// on nodes neither dead (in rec) nor silent are fewer than a majority.
+func quorumAway(descs []shard.Descriptor, rec Record, silent map[uint64]bool, id uint64) (uint64, bool) {
+	for _, d := range descs {
+		if !d.IsVoter(id) {
+			continue
+		}
+		up := 0
+		for _, n := range d.Replicas {
+			if m, ok := rec.Member(n); n != id && !silent[n] && (!ok || m.State != Dead) {
+				up++
+			}
+		}
+		if up < len(d.Replicas)/2+1 {
+			return d.ID, true
+		}
+	}
+	return 0, false
 }

@@ -30,6 +30,9 @@ func (f *fakeStore) Descriptors() []shard.Descriptor {
 	return out
 }
 
+// LearnDescriptor learns nothing: the fake's shards are the cluster's.
+func (f *fakeStore) LearnDescriptor(shard.Descriptor) bool { return false }
+
 func (f *fakeStore) change(id uint64, fn func(*shard.Descriptor)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -63,16 +66,35 @@ func (f *fakeStore) RemoveReplica(_ context.Context, id, node uint64) error {
 	})
 }
 
-// fakeProber answers for the nodes not in down.
+// fakeProber answers for the nodes not in down; those not in mute
+// either report the replicas truth places on them.
 type fakeProber struct {
-	mu   sync.Mutex
-	down map[uint64]bool
+	mu    sync.Mutex
+	down  map[uint64]bool
+	mute  map[uint64]bool
+	truth *fakeStore
 }
 
 func (p *fakeProber) Alive(_ context.Context, n uint64) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return !p.down[n]
+}
+
+func (p *fakeProber) Replicas(_ context.Context, n uint64) ([]shard.Descriptor, error) {
+	p.mu.Lock()
+	silent := p.down[n] || p.mute[n]
+	p.mu.Unlock()
+	if silent {
+		return nil, errors.New("no answer")
+	}
+	var out []shard.Descriptor
+	for _, d := range p.truth.Descriptors() {
+		if d.HasReplica(n) {
+			out = append(out, d.Clone())
+		}
+	}
+	return out, nil
 }
 
 type fakeClock struct {
@@ -108,7 +130,8 @@ func newRig(t *testing.T, nodes []uint64, shards int) *balancerRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &balancerRig{kv: newMemKV(), store: &fakeStore{shards: m.Shards}, prober: &fakeProber{down: map[uint64]bool{}},
+	st := &fakeStore{shards: m.Shards}
+	r := &balancerRig{kv: newMemKV(), store: st, prober: &fakeProber{down: map[uint64]bool{}, truth: st},
 		clock: &fakeClock{now: time.Unix(1000, 0)}, leads: true}
 	r.mgr, err = NewManager(ManagerConfig{NodeID: 1, KV: r.kv, Replication: 3, Descriptors: r.store.Descriptors, Logger: quiet})
 	if err != nil {

@@ -14,7 +14,9 @@
 // Node ids are never reused: a removed or dead node stays in the record
 // forever, and a join under its id is refused (ErrRemoved). A join under
 // an active id with other addresses is refused too (ErrIDInUse); with the
-// same addresses it is an idempotent retry.
+// same addresses it is an idempotent retry. Neither a join nor a node
+// telling its addresses at start (Record.SetAddrs) may take an address
+// another member not gone uses (ErrAddrInUse).
 //
 // The Manager applies the record's pure transitions (Record.Join,
 // Record.Decommission, …) through a read–modify–CAS loop over the KV
@@ -32,7 +34,10 @@
 // first restores the replication factor of shards with replicas on dead,
 // removed or decommissioning nodes, then evens out replica counts across
 // active nodes. A decommissioning node left with no replica is marked
-// removed.
+// removed — once the members' reports of their replicas confirm it on a
+// view of the shards that owns the whole key space (decommission.go: a
+// split's new half starts on its parent's replicas, and the balancing
+// node may not know it yet).
 //
 // Every exported method of Manager and Balancer is safe for concurrent
 // use; Plan and the Record methods are pure.

@@ -10,8 +10,10 @@ package cluster
 //   - every active read replica gets a learner of every shard, one Learn
 //     move (an AddReplica with learnerOnly, never promoted) at a time per
 //     shard, under the same TransferLimit as other moves;
-//   - the learners of a read replica that is decommissioning, dead or
-//     removed are removed (a Repair move with Learner and To 0);
+//   - the learners on a node that is decommissioning, dead or removed
+//     are removed (a Repair move with Learner and To 0), whatever its
+//     role: a read replica's, or one an interrupted move left on a voter
+//     node (else a decommission would wait for it for good);
 //   - the learners of a read replica turned voter (Member.DropLearners)
 //     are removed (a Learn move with To 0), and it takes no voter until
 //     they are gone (the balancer then clears the mark): else a learner
@@ -22,7 +24,8 @@ package cluster
 //
 // A learner on any other voter node is left alone: it is a move's
 // destination catching up (or one an interrupted move left, which that
-// move finishes when run again).
+// move finishes when run again). A shard with a move running or planned
+// (taken) keeps its learners.
 
 // learners plans the read replicas' learner additions and removals, after
 // the repairs and within the same limits.
@@ -36,7 +39,7 @@ func (p *planner) learners() {
 				continue
 			}
 			switch {
-			case p.role[n] == ReadReplica && p.leavingState(n):
+			case p.leavingState(n):
 				p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Repair})
 			case p.drop[n]:
 				p.addLearnerMove(Move{Shard: d.ID, From: n, Learner: true, Reason: Learn})

@@ -200,13 +200,8 @@ func (r Record) Join(id uint64, httpAddr, peerAddr string) (out Record, changed 
 	if id == 0 || peerAddr == "" || httpAddr == "" {
 		return r, false, fmt.Errorf("%w: a join needs a node id > 0, an HTTP address and a peer address", ErrInvalid)
 	}
-	for _, m := range r.Members {
-		if m.ID == id {
-			continue
-		}
-		if !m.State.Gone() && (m.PeerAddr == peerAddr || m.HTTPAddr == httpAddr) {
-			return r, false, fmt.Errorf("%w: node %d already uses %s or %s", ErrAddrInUse, m.ID, peerAddr, httpAddr)
-		}
+	if err := r.addrsFree(id, httpAddr, peerAddr); err != nil {
+		return r, false, err
 	}
 	if m, ok := r.Member(id); ok {
 		switch {
@@ -232,9 +227,30 @@ func (r Record) Join(id uint64, httpAddr, peerAddr string) (out Record, changed 
 	return out, true, nil
 }
 
+// addrsFree returns ErrAddrInUse when a member other than id, not gone,
+// uses httpAddr or peerAddr (an empty address is no conflict: members of
+// the initial cluster have no HTTP address until they tell it). A
+// removed or dead member's addresses are free.
+func (r Record) addrsFree(id uint64, httpAddr, peerAddr string) error {
+	for _, m := range r.Members {
+		if m.ID == id || m.State.Gone() {
+			continue
+		}
+		if peerAddr != "" && m.PeerAddr == peerAddr {
+			return fmt.Errorf("%w: node %d already uses peer address %s", ErrAddrInUse, m.ID, peerAddr)
+		}
+		if httpAddr != "" && m.HTTPAddr == httpAddr {
+			return fmt.Errorf("%w: node %d already uses HTTP address %s", ErrAddrInUse, m.ID, httpAddr)
+		}
+	}
+	return nil
+}
+
 // SetAddrs returns the record with member id's addresses set (a node
-// telling the cluster where it listens at start). A gone member gives
-// ErrRemoved.
+// telling the cluster where it listens at start; an empty peerAddr keeps
+// the recorded one). A gone member gives ErrRemoved; an address another
+// member uses ErrAddrInUse, as for Join: peers would send that member's
+// raft traffic, and clients its requests, to this node.
 func (r Record) SetAddrs(id uint64, httpAddr, peerAddr string) (Record, bool, error) {
 	m, ok := r.Member(id)
 	if !ok {
@@ -242,6 +258,9 @@ func (r Record) SetAddrs(id uint64, httpAddr, peerAddr string) (Record, bool, er
 	}
 	if m.State.Gone() {
 		return r, false, fmt.Errorf("%w: node %d is %s", ErrRemoved, id, m.State)
+	}
+	if err := r.addrsFree(id, httpAddr, peerAddr); err != nil {
+		return r, false, err
 	}
 	if m.HTTPAddr == httpAddr && (peerAddr == "" || m.PeerAddr == peerAddr) {
 		return r, false, nil

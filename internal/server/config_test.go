@@ -22,6 +22,8 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 		"replication": func(c *Config) { c.Replication = 0 },
 		"shards":      func(c *Config) { c.Shards = -1 },
 		"negative":    func(c *Config) { c.MaxValueSize = -1 },
+		// A value over what a peer message carries would wedge its shard.
+		"--max-value-size": func(c *Config) { c.MaxValueSize = 60 << 20 },
 	} {
 		bad := ok
 		edit(&bad)

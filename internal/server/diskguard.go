@@ -53,6 +53,17 @@ func freeBytes(dir string) (uint64, error) {
 	return st.Bavail * uint64(st.Bsize), nil
 }
 
+// snapshotFree is the free space incoming snapshots may count on (the
+// peer transport's Config.DiskFree, with the guard's reserve): none
+// while the disk-full fault is injected, else the filesystem's, measured
+// afresh — a snapshot may bring gigabytes between two checks.
+func (g *diskGuard) snapshotFree() (uint64, error) {
+	if g.injected.Load() {
+		return 0, nil
+	}
+	return g.statfs(g.dir)
+}
+
 // State is the last finding.
 func (g *diskGuard) State() kv.DiskState { return *g.state.Load() }
 

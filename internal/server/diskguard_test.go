@@ -82,6 +82,9 @@ func TestDiskFullNodeRefusesPutsOnly(t *testing.T) {
 	if _, body := httpDo(t, "GET", base+"/metrics", ""); !strings.Contains(body, `cairn_disk_refusing_writes{reason="disk_full"} 1`) {
 		t.Fatal("metrics do not say the disk is full")
 	}
+	if _, body := httpDo(t, "GET", base+"/metrics", ""); !strings.Contains(body, "cairn_peer_send_queue_drops_total ") || !strings.Contains(body, "cairn_peer_wrong_sender_total ") {
+		t.Fatal("metrics lack the peer queue drops or the wrong-sender count")
+	}
 	faults{s}.DiskFull(false)
 	if code, body := httpDo(t, "PUT", base+"/v1/kv/k3", "v"); code >= 300 {
 		t.Fatalf("put after healing: %d %s", code, body)

@@ -15,6 +15,7 @@ import (
 	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -110,22 +111,61 @@ type prober struct {
 }
 
 func (p prober) Alive(ctx context.Context, node uint64) bool {
+	_, err := p.info(ctx, node)
+	return err == nil
+}
+
+// Replicas returns the descriptors of node's local replicas, from its
+// NodeInfo.
+func (p prober) Replicas(ctx context.Context, node uint64) ([]shard.Descriptor, error) {
+	resp, err := p.info(ctx, node)
+	if err != nil {
+		return nil, err
+	}
+	var info wire.NodeInfo
+	if err := info.Unmarshal(resp.Value); err != nil {
+		return nil, fmt.Errorf("server: node %d's node info: %w", node, err)
+	}
+	out := make([]shard.Descriptor, 0, len(info.Descriptors))
+	for _, b := range info.Descriptors {
+		d, err := shard.UnmarshalDescriptor(b)
+		if err != nil {
+			return nil, fmt.Errorf("server: node %d's node info: %w", node, err)
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// info asks node for its NodeInfo.
+func (p prober) info(ctx context.Context, node uint64) (*wire.Response, error) {
 	req := &wire.Request{Kind: wire.KindNodeInfo, Sender: p.self}
 	if dl, ok := ctx.Deadline(); ok {
 		req.DeadlineUnixNano = dl.UnixNano()
 	}
 	resp, err := p.tr.Request(ctx, node, req)
-	return err == nil && resp.Status == wire.StatusOK
+	if err != nil {
+		return nil, err
+	}
+	if resp.Status != wire.StatusOK {
+		return nil, fmt.Errorf("server: node %d answered node info with status %d: %s", node, resp.Status, resp.Message)
+	}
+	return resp, nil
 }
 
 // ErrMovesUnsupported: this build's store cannot move replicas yet.
 var ErrMovesUnsupported = errors.New("server: replica moves are not supported by this store")
 
+// The store is the balancer's Mover (buildMembership checks it at run
+// time; this says at build time that it still is).
+var _ cluster.Mover = (*store.Store)(nil)
+
 // staticMover gives the balancer the node's shard map and refuses moves:
 // the store that moves replicas replaces it (Config.Mover).
 type staticMover struct{ m shard.Map }
 
-func (f staticMover) Descriptors() []shard.Descriptor { return f.m.Shards }
+func (f staticMover) Descriptors() []shard.Descriptor     { return f.m.Shards }
+func (staticMover) LearnDescriptor(shard.Descriptor) bool { return false }
 func (staticMover) MoveReplica(context.Context, uint64, uint64, uint64) error {
 	return ErrMovesUnsupported
 }
@@ -235,6 +275,10 @@ func (s *Server) startMembership() {
 			}
 			if errors.Is(err, cluster.ErrRemoved) {
 				s.markRemoved(err)
+				return
+			}
+			if errors.Is(err, cluster.ErrAddrInUse) {
+				s.refuse(err)
 				return
 			}
 			if try%30 == 29 {
@@ -418,6 +462,25 @@ func (s *Server) markRemoved(why error) {
 // Removed is closed when this node learns it was removed from the
 // cluster (decommissioned or declared dead): `cairn serve` exits.
 func (s *Server) Removed() <-chan struct{} { return s.removed }
+
+// refuse tells Refused's reader that the cluster refused this node's
+// addresses: another member uses one of them. The record keeps the
+// addresses it had for this node, which its peers go on dialling.
+func (s *Server) refuse(why error) {
+	s.log.Error("the cluster refused this node's addresses: another member uses one; "+
+		"restart it with its own --http-addr and --peer-addr", "err", why)
+	select {
+	case s.refused <- fmt.Errorf("server: the cluster refused node %d's addresses: %w; "+
+		"restart it with addresses no other member uses (cairn admin node list shows them)", s.cfg.NodeID, why):
+	default:
+	}
+}
+
+// Refused delivers, once, the cluster's refusal of the addresses this
+// node started with (another member's HTTP or peer address, which would
+// send that member's clients or raft traffic here): `cairn serve` exits
+// with it.
+func (s *Server) Refused() <-chan error { return s.refused }
 
 // SnapshotRate is the snapshot rate in force in bytes/s (0: unlimited):
 // the --snapshot-rate flag until PUT /v1/admin/settings sets one for the

@@ -39,6 +39,12 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 		Name: "cairn_peer_snapshots_refused_total", Help: "Incoming snapshot streams refused or cut.",
 	}, func() float64 { return float64(s.tr.Stats().SnapshotsRefused) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cairn_peer_send_queue_drops_total", Help: "Raft messages dropped because a peer's send queue was full (in batches or bytes); raft retransmits them.",
+	}, func() float64 { return float64(s.tr.Stats().QueueDrops) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cairn_peer_wrong_sender_total", Help: "Peer messages refused because their sender is not the node their certificate names.",
+	}, func() float64 { return float64(s.tr.Stats().WrongSender) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_snapshots_sent_total", Help: "Snapshots streamed to other nodes.",
 	}, func() float64 { return float64(s.store.SnapshotStats().Sent) }))
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{

@@ -26,6 +26,7 @@ import (
 	"github.com/cairn-db/cairn/internal/replica"
 	"github.com/cairn-db/cairn/internal/security"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/statemachine"
 	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/store"
 	"github.com/cairn-db/cairn/internal/transport"
@@ -135,6 +136,10 @@ type Config struct {
 	// watches (replica.Config.HistoryRetention); the same on every node.
 	// 0: the default (20,000); negative: no history.
 	WatchHistory int
+	// WatchHistoryBytes bounds that history in bytes per shard
+	// (replica.Config.HistoryBytes); the same on every node. 0: the
+	// default (64 MiB); negative: no bound but WatchHistory.
+	WatchHistoryBytes int64
 	// TransferLimit bounds the replica moves touching one node at once
 	// (until PUT /v1/admin/settings sets one). Default 2.
 	TransferLimit int
@@ -219,7 +224,10 @@ type Server struct {
 	identity    identity
 	removed     chan struct{}
 	removedOnce sync.Once
-	roleWarn    sync.Once // role.go
+	// refused gets the cluster's refusal of this node's addresses
+	// (registerSelf); buffered, sent at most once.
+	refused  chan error
+	roleWarn sync.Once // role.go
 	// snapshotRate is the snapshot rate in force, bytes/s (0: unlimited).
 	snapshotRate atomic.Int64
 	// fallbackNext rotates readThroughPeer's first member.
@@ -311,9 +319,19 @@ func (c Config) Validate() error {
 		return c.checkRoleFlag()
 	case c.MaxKeySize < 0 || c.MaxValueSize < 0 || c.MaxInflight < 0 || c.MaxConns < 0 || c.CacheSize < 0 || c.GroupCommitWrites < 0:
 		return errors.New("server: key and value limits, in-flight bound, cache size and group commit writes cannot be negative")
+	case c.MaxKeySize+c.MaxValueSize > maxEntryData:
+		// A larger entry would commit on no follower: the shard would
+		// take no write after it.
+		return fmt.Errorf("server: --max-key-size plus --max-value-size is %d bytes: want at most %d (what one peer message carries, less room for index terms and framing)",
+			c.MaxKeySize+c.MaxValueSize, maxEntryData)
 	}
 	return c.validateTLS()
 }
+
+// maxEntryData bounds a write's key and value together: a peer message
+// (transport.MaxMessage) less 8 MiB for the rest of the command (index
+// terms, request id) and the raft and transport framing.
+const maxEntryData = transport.MaxMessage - 8<<20
 
 // New opens the node's data and builds every component; Start serves.
 func New(cfg Config) (*Server, error) {
@@ -325,7 +343,7 @@ func New(cfg Config) (*Server, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("server: data dir: %w", err)
 	}
-	s := &Server{cfg: cfg, log: log, removed: make(chan struct{}), began: time.Now()}
+	s := &Server{cfg: cfg, log: log, removed: make(chan struct{}), refused: make(chan error, 1), began: time.Now()}
 	s.stopping, s.beginsStop = context.WithCancel(context.Background())
 	s.bgCtx, s.bgCancel = context.WithCancel(context.Background())
 	s.snapshotRate.Store(cfg.SnapshotRate)
@@ -429,6 +447,9 @@ func (s *Server) build() error {
 	if cfg.WatchHistory != 0 {
 		rc.HistoryRetention = cfg.WatchHistory
 	}
+	if cfg.WatchHistoryBytes != 0 {
+		rc.HistoryBytes = cfg.WatchHistoryBytes
+	}
 	if cfg.FaultInjection && rc.Clock == nil {
 		s.clock = faultclock.New()
 		rc.Clock = s.clock.Monotonic
@@ -462,6 +483,9 @@ func (s *Server) build() error {
 	tr, err := transport.NewGRPC(transport.Config{
 		NodeID: id.NodeID, ListenAddr: cfg.PeerAddr, Peers: id.Peers, Handler: th,
 		Unreachable: st.Unreachable, Logger: s.log, ServerTLS: peerSrvTLS, ClientTLS: peerCliTLS,
+		// Incoming snapshots spill to the data directory: they keep the
+		// reserve free too, or one could fill the disk under every shard.
+		DiskFree: s.disk.snapshotFree, DiskReserve: s.disk.reserve,
 	})
 	if err != nil {
 		return err
@@ -656,3 +680,8 @@ func inlineRequest(r *http.Request) bool {
 	p := r.URL.Path
 	return p == "/v0/entity" || strings.HasPrefix(p, "/v1/kv/")
 }
+
+// DefaultWatchHistoryBytes is cairn serve's --watch-history-bytes default:
+// each shard's change history is bounded to this many bytes as well as
+// to --watch-history log indexes.
+const DefaultWatchHistoryBytes = statemachine.DefaultHistoryBytes
