@@ -1,6 +1,7 @@
 package backup
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/tls"
@@ -12,12 +13,14 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
+	"github.com/cairn-db/cairn/internal/shard"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -161,13 +164,75 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	for _, mem := range ci.Members {
 		addrs[mem.NodeID] = mem.HTTPAddr
 	}
+	// The shards fetched must own the whole token ring together. A shard
+	// that splits during the backup keeps its id and narrows its range,
+	// and the new shard holding the rest is one the first reading of the
+	// cluster did not list: read it again and fetch what is missing.
+	fetched := map[uint64]bool{}
+	shards := ci.Shards
+	for round := 0; ; round++ {
+		var todo []client.ShardInfo
+		for _, s := range shards {
+			if !fetched[s.ID] {
+				todo = append(todo, s)
+			}
+		}
+		got, err := fetchShards(ctx, cfg, hc, todo, addrs)
+		for _, sb := range got {
+			fetched[sb.Shard] = true
+		}
+		m.Shards = append(m.Shards, got...)
+		if err != nil {
+			return m, err
+		}
+		at, gap := coverGap(m.Shards)
+		if !gap {
+			break
+		}
+		if round == coverRounds {
+			return m, fmt.Errorf("backup: no shard fetched owns tokens from %#x on (a shard split during the backup, and %s does not know the new shard yet): the backup is incomplete, take it again", at, cfg.Endpoint)
+		}
+		select {
+		case <-time.After(coverWait):
+		case <-ctx.Done():
+			return m, ctx.Err()
+		}
+		if ci, err = client.NewAdmin(cfg.Endpoint, hc).Cluster(ctx); err != nil {
+			return m, fmt.Errorf("backup: reading the cluster from %s: %w", cfg.Endpoint, err)
+		}
+		for _, mem := range ci.Members {
+			addrs[mem.NodeID] = mem.HTTPAddr
+		}
+		shards = ci.Shards
+	}
+	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].Shard < m.Shards[j].Shard })
+	m.Finished = time.Now().UTC()
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return m, err
+	}
+	// The manifest last: a directory without one is no backup.
+	return m, writeFileSync(filepath.Join(cfg.Dir, manifestFile), b)
+}
+
+// coverRounds bounds the extra readings of the cluster for shards a split
+// made during the backup.
+const coverRounds = 5
+
+// coverWait is the pause before each extra reading.
+var coverWait = time.Second
+
+// fetchShards streams shards, cfg.Parallel at a time, and returns those
+// fetched and the errors of the others.
+func fetchShards(ctx context.Context, cfg Config, hc *http.Client, shards []client.ShardInfo, addrs map[uint64]string) ([]ShardBackup, error) {
 	var (
 		mu   sync.Mutex
+		out  []ShardBackup
 		errs []error
 		wg   sync.WaitGroup
 		sem  = make(chan struct{}, cfg.Parallel)
 	)
-	for _, s := range ci.Shards {
+	for _, s := range shards {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func(s client.ShardInfo) {
@@ -179,24 +244,22 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 				errs = append(errs, err)
 				return
 			}
-			m.Shards = append(m.Shards, sb)
+			out = append(out, sb)
 			if cfg.Progress != nil {
 				fmt.Fprintf(cfg.Progress, "shard %d: %d keys, %d bytes at applied index %d (from node %d)\n", sb.Shard, sb.Keys, sb.Bytes, sb.Applied, sb.Node)
 			}
 		}(s)
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		return m, err
-	}
-	sort.Slice(m.Shards, func(i, j int) bool { return m.Shards[i].Shard < m.Shards[j].Shard })
-	m.Finished = time.Now().UTC()
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return m, err
-	}
-	// The manifest last: a directory without one is no backup.
-	return m, writeFileSync(filepath.Join(cfg.Dir, manifestFile), b)
+	return out, errors.Join(errs...)
+}
+
+// coverGap returns the first token that no shard of ss owns (gap false:
+// they own the whole ring). Ranges may overlap: a shard fetched before a
+// split and the new one fetched after it.
+func coverGap(ss []ShardBackup) (at uint64, gap bool) {
+	sorted := slices.SortedFunc(slices.Values(ss), func(a, b ShardBackup) int { return cmp.Compare(a.TokenStart, b.TokenStart) })
+	return shard.FirstGap(sorted, func(s ShardBackup) (uint64, uint64) { return s.TokenStart, s.TokenEnd })
 }
 
 // backupShard streams shard s from its leader (else another replica) into

@@ -50,7 +50,12 @@ func Verify(dir string) (Manifest, error) {
 			return m, fmt.Errorf("%w: %s: %v", ErrBadBackup, s.File, err)
 		case c.n != s.Bytes || hex.EncodeToString(h.Sum(nil)) != s.SHA256 || got.Keys != s.Keys || got.Shard != s.Shard:
 			return m, fmt.Errorf("%w: %s does not match the manifest", ErrBadBackup, s.File)
+		case got.TokenStart != s.TokenStart || got.TokenEnd != s.TokenEnd:
+			return m, fmt.Errorf("%w: %s holds another token range than the manifest says", ErrBadBackup, s.File)
 		}
+	}
+	if at, gap := coverGap(m.Shards); gap {
+		return m, fmt.Errorf("%w: no shard owns tokens from %#x on: the backup is incomplete", ErrBadBackup, at)
 	}
 	return m, nil
 }
