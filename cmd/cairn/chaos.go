@@ -39,6 +39,7 @@ func newChaosCmd() *cobra.Command {
 		snapshotRate   int64
 		shards         int
 		clientAPI      string
+		portBase       int
 	)
 	cmd := &cobra.Command{
 		Use:   "chaos",
@@ -129,7 +130,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 				return usageError{fmt.Errorf("--transfer-limit must be 1 to 64 (0: the nodes' default)")}
 			}
 			o := runOpts{bin: bin, d: duration, nodes: nodes, clients: clients, keys: keys, partitions: partitions, runs: runs,
-				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, snapshotRate: snapshotRate, shards: shards, etcd: clientAPI == "etcd"}
+				preload: preload, valueSize: valueSize, indexKeys: indexKeys, transferLimit: transferLimit, snapshotRate: snapshotRate, shards: shards, etcd: clientAPI == "etcd", portBase: portBase}
 			if sweepSpec != "" {
 				if target == "" {
 					target = "leader"
@@ -183,6 +184,7 @@ replicas diverged. Writes results.json (and a chart) to --out; exits 1 when a ch
 	f.IntVar(&shards, "shards", 0, "shards at bootstrap (default: one per node)")
 	f.IntVar(&transferLimit, "transfer-limit", 0, "set the cluster's transfer limit (concurrent replica moves touching one node, 1 to 64) at the start (default: the nodes' own, 2)")
 	f.Int64Var(&snapshotRate, "snapshot-rate", -1, "set the cluster's snapshot rate (bytes/s each node streams snapshots at, 0 unlimited) at the start (default: the nodes' own)")
+	f.IntVar(&portBase, "port-base", 0, "fix the nodes' ports: HTTP on BASE.., peers on BASE+nodes.., etcd API on BASE+2*nodes.. (default: free ports picked at start)")
 	f.IntVar(&runs, "runs", 1, "run each scenario this many times on fresh clusters and report the pass rate (95 % Wilson interval) and each metric's median and spread")
 	f.StringVar(&sweepSpec, "sweep", "", "run a fault at each setting of KIND=START:END:STEP (cpu=0.1:0.05:0.01 in cores, memory=512:224:32 in MB) on --target, with --at/--for, and chart throughput and p99 against it")
 	return cmd
@@ -257,9 +259,9 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		etcd = dialEtcdKV
 	}
 	r, err := chaos.Run(ctx, chaos.Config{Scenario: s.Name, Bin: o.bin, Dir: dir, Nodes: o.nodes, Duration: d, Partitions: o.partitions, Secure: secure,
-		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys}, Etcd: etcd, Steps: s.Steps(d), Progress: errw, Preload: pre,
+		Workload: chaos.WorkloadConfig{Clients: o.clients, Keys: o.keys, IndexKeys: o.indexKeys, Leases: s.Leases}, Etcd: etcd, Steps: s.Steps(d), Progress: errw, Preload: pre,
 		TransferLimit: o.transferLimit, SnapshotRate: o.snapshotRateOpt(), Shards: cmp.Or(o.shards, s.Shards),
-		HoldLoad: s.HoldLoad})
+		HoldLoad: s.HoldLoad, PortBase: o.portBase})
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +331,25 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 		}
 		for _, u := range x.Unexpected[:min(10, len(x.Unexpected))] {
 			fmt.Fprintf(w, "    unexpected: %s\n", u)
+		}
+	}
+	if x := r.Leases; x != nil {
+		msg := ""
+		if x.Error != "" {
+			msg = " error: " + x.Error
+		}
+		gone := "all gone"
+		if len(x.KeysLeft) > 0 {
+			gone = "still there"
+		}
+		fmt.Fprintf(w, "  leases: %d workers granted %d (%d grants failed), kept %d, revoked %d, abandoned %d, gone %d, puts of unknown outcome %d; keepalives %d (%d failed), reads judged %d; violations %d; keys of ended leases %d, left %d (%s %.1fs after healing, bound %.0fs)%s\n",
+			x.Workers, x.Granted, x.GrantErrors, x.Kept, x.Revoked, x.Abandoned, x.Gone, x.PutsUnknown, x.KeepAlives, x.KeepAliveErrors, x.Reads,
+			len(x.Violations), x.ToVanish, len(x.KeysLeft), gone, float64(x.VanishedMs)/1000, float64(x.VanishBoundMs)/1000, msg)
+		for _, v := range x.Violations[:min(10, len(x.Violations))] {
+			fmt.Fprintf(w, "    violation: %s\n", v)
+		}
+		for _, k := range x.KeysLeft[:min(10, len(x.KeysLeft))] {
+			fmt.Fprintf(w, "    left: %s\n", k)
 		}
 	}
 	return r, nil

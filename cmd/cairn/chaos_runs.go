@@ -27,6 +27,7 @@ type runOpts struct {
 	snapshotRate         int64 // negative: the nodes' default
 	shards               int   // 0: one per node
 	etcd                 bool  // the workload speaks the etcd API (--client etcd)
+	portBase             int   // 0: free ports
 }
 
 // runRepeated runs s o.runs times on fresh clusters (dir/run-N when more

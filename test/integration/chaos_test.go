@@ -37,6 +37,18 @@ type chaosResult struct {
 		Unexpected []string `json:"unexpected"`
 		Error      string   `json:"error"`
 	} `json:"index"`
+	Leases *struct {
+		Granted    int      `json:"granted"`
+		Kept       int      `json:"kept"`
+		Revoked    int      `json:"revoked"`
+		Abandoned  int      `json:"abandoned"`
+		KeepAlives int      `json:"keepalives"`
+		Reads      int      `json:"reads"`
+		ToVanish   int      `json:"to_vanish"`
+		Violations []string `json:"violations"`
+		KeysLeft   []string `json:"keys_left"`
+		Error      string   `json:"error"`
+	} `json:"leases"`
 }
 
 // runChaos runs `cairn chaos` with args, requires it to pass every check,

@@ -45,6 +45,22 @@ func TestEtcdWatch(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("watch w/a: %q, want %q", got, want)
 	}
+	// Get then watch, as clientv3's locks wait for a key: a Get of an
+	// absent key answers its shard's revision at the read, and a watch
+	// from it + 1 sees the key's next put.
+	g, err := clis[0].Get(ctx, "w/gw")
+	must(t, err)
+	if g.Header.Revision == 0 || len(g.Kvs) != 0 {
+		t.Fatalf("get of an absent key: %+v, want no key at a revision above 0", g)
+	}
+	gctx, gcancel := context.WithCancel(ctx)
+	gch := clis[0].Watch(gctx, "w/gw", clientv3.WithRev(g.Header.Revision+1))
+	gp, err := clis[1].Put(ctx, "w/gw", "1")
+	must(t, err)
+	if got := collect(t, gch, 1); fmt.Sprint(got) != fmt.Sprint([]string{fmt.Sprintf("PUT w/gw=1@%d", gp.Header.Revision)}) {
+		t.Fatalf("watch from a get's revision: %q, want the put at %d", got, gp.Header.Revision)
+	}
+	gcancel()
 	// Progress on request: the watch stands at the delete at least.
 	must(t, clis[0].RequestProgress(ctx))
 	select {

@@ -3,9 +3,11 @@ package bench
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 )
@@ -59,6 +61,52 @@ func (e *EtcdKV) CompareAndSwap(ctx context.Context, key, expected, value []byte
 		return 0, false, fmt.Errorf("bench: a Txn of one put answered %d responses", len(resp.Responses))
 	}
 	return uint64(resp.Responses[0].GetResponsePut().Header.Revision), true, nil
+}
+
+// Grant grants a lease of ttl seconds and returns its id and the TTL the
+// server granted.
+func (e *EtcdKV) Grant(ctx context.Context, ttl int64) (int64, int64, error) {
+	resp, err := e.cl.Grant(ctx, ttl)
+	if err != nil {
+		return 0, 0, err
+	}
+	return int64(resp.ID), resp.TTL, nil
+}
+
+// KeepAliveOnce renews lease id once and returns the TTL the server
+// answered: 0 when the lease does not exist (LeaseNotFound).
+func (e *EtcdKV) KeepAliveOnce(ctx context.Context, id int64) (int64, error) {
+	resp, err := e.cl.KeepAliveOnce(ctx, clientv3.LeaseID(id))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	return resp.TTL, nil
+}
+
+// Revoke revokes lease id; found is false when it did not exist.
+func (e *EtcdKV) Revoke(ctx context.Context, id int64) (bool, error) {
+	_, err := e.cl.Revoke(ctx, clientv3.LeaseID(id))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// PutWithLease writes key attached to lease id and returns the write's
+// revision; found is false when the lease did not exist (the put is
+// refused, and leaves no key).
+func (e *EtcdKV) PutWithLease(ctx context.Context, key, value []byte, id int64) (uint64, bool, error) {
+	resp, err := e.cl.Put(ctx, string(key), string(value), clientv3.WithLease(clientv3.LeaseID(id)))
+	if errors.Is(err, rpctypes.ErrLeaseNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, err
+	}
+	return uint64(resp.Header.Revision), true, nil
 }
 
 // Close closes the connection.

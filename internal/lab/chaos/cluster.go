@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
@@ -144,8 +145,20 @@ func StartCluster(cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Secure {
 		tlsCfg = &launcher.TLS{Dir: filepath.Join(cfg.Dir, "certs")}
 	}
+	var httpAddrs, peerAddrs, etcdAddrs []string
+	if cfg.PortBase > 0 {
+		for i := range cfg.Nodes {
+			ip := "127.0.0.1"
+			if ips != nil {
+				ip = ips[i]
+			}
+			port := func(k int) string { return net.JoinHostPort(ip, strconv.Itoa(cfg.PortBase+k*cfg.Nodes+i)) }
+			httpAddrs, peerAddrs, etcdAddrs = append(httpAddrs, port(0)), append(peerAddrs, port(1)), append(etcdAddrs, port(2))
+		}
+	}
 	lc, err := launcher.Launch(context.Background(), launcher.Config{
 		TLS: tlsCfg, Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: cfg.Dir, IPs: ips, Shards: cfg.Shards,
+		HTTPAddrs: httpAddrs, PeerAddrs: peerAddrs, EtcdAddrs: etcdAddrs,
 		Extra: append(extra, cfg.Extra...), StopTimeout: stopTimeout,
 		// Right after the start, before the node has opened its data.
 		OnStart: func(id, pid int) error {

@@ -61,6 +61,8 @@ type Config struct {
 	// HoldLoad: the load runs until every step has healed, and at least
 	// Duration (Scenario.HoldLoad). Default false: Duration exactly.
 	HoldLoad bool
+	// PortBase: see ClusterConfig.PortBase. Default 0: free ports.
+	PortBase int
 }
 
 // EnsureDefaults returns a copy of c with every zero field (and every
@@ -86,7 +88,7 @@ func (c Config) EnsureDefaults() Config {
 // Validate reports the first field of c (filled by EnsureDefaults) that
 // is out of range.
 func (c Config) Validate() error {
-	if err := (ClusterConfig{Bin: c.Bin, Nodes: c.Nodes, Dir: c.Dir, Partitions: c.Partitions}).Validate(); err != nil {
+	if err := (ClusterConfig{Bin: c.Bin, Nodes: c.Nodes, Dir: c.Dir, Partitions: c.Partitions, PortBase: c.PortBase}).Validate(); err != nil {
 		return err
 	}
 	if c.Shards < 0 {
@@ -118,6 +120,9 @@ func (c Config) Validate() error {
 	if c.Etcd != nil && c.Workload.IndexKeys > 0 {
 		return fmt.Errorf("%w: Workload.IndexKeys with etcd clients: the etcd API has no secondary indexes", ErrInvalidConfig)
 	}
+	if c.Etcd == nil && c.Workload.Leases > 0 {
+		return fmt.Errorf("%w: Workload.Leases needs etcd clients (Etcd): leases are the etcd API's", ErrInvalidConfig)
+	}
 	if err := c.Preload.Validate(); err != nil {
 		return err
 	}
@@ -136,6 +141,11 @@ type WorkloadConfig struct {
 	// one more client per node, and checked after healing with index
 	// queries (indexed.go). Default 0: none.
 	IndexKeys int
+	// Leases: this many lease workers besides the other clients, each
+	// granting, keeping, revoking and abandoning etcd leases with a key
+	// attached, checked after healing (leaseload.go); etcd clients only.
+	// Default 0: none.
+	Leases int
 }
 
 // EnsureDefaults returns a copy of w with every zero field set to its
@@ -165,6 +175,8 @@ func (w WorkloadConfig) Validate() error {
 		return fmt.Errorf("%w: Timeout %v: want more than 0", ErrInvalidConfig, w.Timeout)
 	case w.IndexKeys < 0 || w.IndexKeys > 100000:
 		return fmt.Errorf("%w: IndexKeys %d: want 0 to 100000", ErrInvalidConfig, w.IndexKeys)
+	case w.Leases < 0 || w.Leases > 64:
+		return fmt.Errorf("%w: Leases %d: want 0 to 64", ErrInvalidConfig, w.Leases)
 	}
 	return nil
 }
@@ -194,6 +206,11 @@ type ClusterConfig struct {
 	// under Dir/certs) and the lab's clients over https:// trusting
 	// their CA. Default false.
 	Secure bool
+	// PortBase, when above 0, fixes the nodes' ports: node i (1-based)
+	// of n listens for HTTP on PortBase+i-1, for its peers on
+	// PortBase+n+i-1 and for the etcd API on PortBase+2n+i-1 (nodes a
+	// fault adds pick free ports). Default 0: free ports picked at start.
+	PortBase int
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -213,6 +230,9 @@ func (c ClusterConfig) EnsureDefaults() ClusterConfig {
 func (c ClusterConfig) Validate() error {
 	if err := c.launcherConfig().EnsureDefaults().Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if c.PortBase < 0 || c.PortBase > 0 && (c.PortBase < 1024 || c.PortBase+3*c.Nodes > 65536) {
+		return fmt.Errorf("%w: PortBase %d: want 0 (free ports) or 1024 to %d", ErrInvalidConfig, c.PortBase, 65536-3*c.Nodes)
 	}
 	return validPartitions(c.Partitions)
 }

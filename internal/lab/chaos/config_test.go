@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"log/slog"
 	"strings"
@@ -96,7 +97,11 @@ func TestScenariosValidate(t *testing.T) {
 	for _, n := range Names() {
 		s := Scenarios[n]
 		for _, d := range []time.Duration{s.MinDuration, 40 * time.Second} {
-			c := Config{Scenario: n, Bin: "cairn", Dir: "/tmp/x", Duration: d, Steps: s.Steps(d)}.EnsureDefaults()
+			c := Config{Scenario: n, Bin: "cairn", Dir: "/tmp/x", Duration: d, Steps: s.Steps(d), Workload: WorkloadConfig{Leases: s.Leases}}
+			if s.Etcd {
+				c.Etcd = func([]string, *tls.Config) (EtcdKV, error) { return nil, errors.New("not dialed") }
+			}
+			c = c.EnsureDefaults()
 			if err := c.Validate(); err != nil {
 				t.Errorf("%s over %v: %v", n, d, err)
 			}
@@ -121,5 +126,22 @@ func TestPreloadConfig(t *testing.T) {
 	p.Percent = 101
 	if err := p.Validate(); err == nil {
 		t.Fatal("101 % accepted")
+	}
+}
+
+// A lease workload needs etcd clients.
+func TestLeasesNeedEtcd(t *testing.T) {
+	c := Config{Bin: "cairn", Dir: "/tmp/x", Workload: WorkloadConfig{Leases: 2}}.EnsureDefaults()
+	if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+		t.Fatalf("leases over HTTP: %v, want ErrInvalidConfig", err)
+	}
+}
+
+func TestPortBase(t *testing.T) {
+	for base, ok := range map[int]bool{0: true, 44000: true, 80: false, -1: false, 65530: false} {
+		c := Config{Bin: "cairn", Dir: "/tmp/x", PortBase: base}.EnsureDefaults()
+		if err := c.Validate(); (err == nil) != ok {
+			t.Errorf("PortBase %d: %v", base, err)
+		}
 	}
 }

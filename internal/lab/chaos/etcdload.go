@@ -71,6 +71,17 @@ func (c *Cluster) etcdTLS() *tls.Config {
 	return nil
 }
 
+// dialFrom dials a client over endpoints, starting at endpoints[i mod
+// their count], so clients spread over the nodes.
+func dialFrom(dial EtcdDialer, endpoints []string, i int, tlsCfg *tls.Config) (EtcdKV, error) {
+	first := i % len(endpoints)
+	cl, err := dial(append(append([]string(nil), endpoints[first:]...), endpoints[:first]...), tlsCfg)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: etcd client: %w", err)
+	}
+	return cl, nil
+}
+
 // startEtcdWorkload is startWorkload's etcd mode: w.Clients register
 // clients and the unique-write set, each with a client of its own over
 // every endpoint (starting at a different one).
@@ -86,12 +97,10 @@ func startEtcdWorkload(ctx context.Context, rec *recorder, endpoints []string, w
 		}
 	}
 	for i := 0; i <= w.Clients; i++ { // the last one writes the set
-		first := i % len(endpoints)
-		eps := append(append([]string(nil), endpoints[first:]...), endpoints[:first]...)
-		cl, err := dial(eps, tlsCfg)
+		cl, err := dialFrom(dial, endpoints, i, tlsCfg)
 		if err != nil {
 			closeAll()
-			return nil, fmt.Errorf("chaos: etcd client: %w", err)
+			return nil, err
 		}
 		cls = append(cls, cl)
 	}
@@ -105,7 +114,15 @@ func startEtcdWorkload(ctx context.Context, rec *recorder, endpoints []string, w
 	}
 	wg.Add(1)
 	go func() { defer wg.Done(); runEtcdSet(ctx, rec, cls[w.Clients], w.Timeout) }()
-	return func() { wg.Wait(); closeAll() }, nil
+	waitLeases := func() {}
+	if w.Leases > 0 {
+		if waitLeases, err = startLeaseWorkers(ctx, rec, endpoints, w, dial, tlsCfg); err != nil {
+			wg.Wait()
+			closeAll()
+			return nil, err
+		}
+	}
+	return func() { wg.Wait(); waitLeases(); closeAll() }, nil
 }
 
 // etcdOutcome: a write that returned is applied; one refused before it

@@ -119,6 +119,9 @@ func (r *Result) Failures() []string {
 	if r.Index != nil && r.Index.Failed() {
 		out = append(out, fmt.Sprintf("index queries: %d required objects missing, %d unexpected %s", len(r.Index.Missing), len(r.Index.Unexpected), r.Index.Error))
 	}
+	if x := r.Leases; x != nil && x.Failed() {
+		out = append(out, fmt.Sprintf("leases: %d violations, %d keys of ended leases left %s", len(x.Violations), len(x.KeysLeft), x.Error))
+	}
 	for _, b := range r.Backups {
 		if b.Error != "" || b.Missing > 0 {
 			out = append(out, fmt.Sprintf("backup %s: %d of %d writes acknowledged before it missing after restore %s", filepath.Base(b.Dir), b.Missing, b.AckedBefore, b.Error))

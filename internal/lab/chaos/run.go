@@ -3,8 +3,10 @@ package chaos
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/cairn-db/cairn/internal/lab/result"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -132,6 +134,9 @@ type Result struct {
 	// Elastic is the elastic scenario's check (a join, a read of every
 	// preloaded record through the new node, a drain); nil: not run.
 	Elastic *ElasticCheck `json:"elastic,omitempty"`
+	// Leases is the lease check of a run with a lease workload
+	// (WorkloadConfig.Leases); nil: none.
+	Leases *LeaseCheck `json:"leases,omitempty"`
 }
 
 // Passed reports whether every check passed.
@@ -153,8 +158,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			fmt.Fprintf(cfg.Progress, format+"\n", args...)
 		}
 	}
-	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: filepath.Join(cfg.Dir, "cluster"), Partitions: cfg.Partitions,
-		Secure: cfg.Secure, Shards: cfg.Shards})
+	clusterDir := filepath.Join(cfg.Dir, "cluster")
+	if removed, err := freshClusterDir(clusterDir); err != nil {
+		return nil, err
+	} else if removed {
+		logf("removed %s: the nodes of an earlier run in the same --out", clusterDir)
+	}
+	c, err := StartCluster(ClusterConfig{Bin: cfg.Bin, Nodes: cfg.Nodes, Dir: clusterDir, Partitions: cfg.Partitions,
+		Secure: cfg.Secure, Shards: cfg.Shards, PortBase: cfg.PortBase})
 	if err != nil {
 		return nil, err
 	}
@@ -225,9 +236,14 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			_ = c.startNode(x.id)
 		}
 	}
-	elapsed := time.Since(start)
+	elapsed, healed := time.Since(start), time.Now()
 	if err := c.WaitReady(30 * time.Second); err != nil {
 		return nil, err
+	}
+	var leases *LeaseCheck
+	if rec.leaseWorkers > 0 { // first: its bound runs from the healing
+		eps, _ := c.etcdEndpoints() // the workload had them
+		leases = checkLeases(rec, cfg.Etcd, eps, c.etcdTLS(), healed, cfg.Dir, logf)
 	}
 	res := &Result{Scenario: cfg.Scenario, DurationSeconds: elapsed.Seconds(), Faults: faults, Partitions: c.PartitionMechanism(),
 		Preloaded: preloaded, ValueSize: cfg.Preload.ValueSize}
@@ -244,6 +260,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	res.Backups = checkBackups(ctx, c, rec, start, logf)
 	res.Elastic = c.elastic.check
+	res.Leases = leases
 	return res, nil
 }
 
@@ -466,4 +483,18 @@ func (r *Result) Write(dir string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(dir, "results.json"), b, 0o644)
+}
+
+// freshClusterDir removes dir, the data of an earlier run's nodes in the
+// same output directory, so that every run starts a fresh cluster (nodes
+// started on an earlier run's data would not form the cluster this run
+// asks for); removed tells whether there was one.
+func freshClusterDir(dir string) (removed bool, err error) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return false, fmt.Errorf("chaos: removing an earlier run's cluster: %w", err)
+	}
+	return true, nil
 }

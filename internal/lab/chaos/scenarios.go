@@ -24,6 +24,9 @@ type Scenario struct {
 	// waits for the cluster to finish its work does so under load),
 	// however long that takes past the run's duration.
 	HoldLoad bool
+	// Leases is the run's lease workers (WorkloadConfig.Leases; an Etcd
+	// scenario's); 0: none.
+	Leases int
 }
 
 // one schedules a single fault starting a quarter into the run (at least

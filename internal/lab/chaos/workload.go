@@ -32,6 +32,11 @@ type recorder struct {
 	// recorded in indexWrites.
 	indexed     bool
 	indexWrites []checker.IndexWrite
+	// leaseWorkers ran the lease workload (WorkloadConfig.Leases),
+	// recorded in leases; leaseGrantErrors counts its grants that failed.
+	leaseWorkers     int
+	leases           []checker.Lease
+	leaseGrantErrors int
 }
 
 func (r *recorder) since(t time.Time) int64 { return t.Sub(r.start).Nanoseconds() }
