@@ -90,6 +90,11 @@ type Authenticator struct {
 	cache map[[32]byte]cached
 
 	failures atomic.Uint64
+	// boot is the first admin token a failed Bootstrap drew (bootstrap.go).
+	boot struct {
+		sync.Mutex
+		pending *pendingToken
+	}
 	// lookups holds a token per check reading the store (MaxLookups).
 	lookups chan struct{}
 }
@@ -194,22 +199,4 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 	a.cache[hash] = cached{role: role, expires: now.Add(a.ttl)}
 	a.mu.Unlock()
 	return role, nil
-}
-
-// Bootstrap makes the first admin token unless the cluster has one: it
-// returns the token, or "" when an earlier bootstrap made it.
-func (a *Authenticator) Bootstrap(ctx context.Context) (string, error) {
-	if _, found, err := a.store.Get(ctx, []byte(BootstrapKey)); err != nil {
-		return "", err
-	} else if found {
-		return "", nil
-	}
-	tok, err := a.Create(ctx, RoleAdmin)
-	if err != nil {
-		return "", err
-	}
-	if err := a.store.Put(ctx, []byte(BootstrapKey), []byte(a.now().UTC().Format(time.RFC3339))); err != nil {
-		return "", err
-	}
-	return tok, nil
 }
