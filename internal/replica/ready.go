@@ -160,6 +160,7 @@ func (r *Replica) drainLocked() {
 	for _, f := range reports {
 		f(rn)
 	}
+	before := r.leader.Load() // as the last round left it
 	for i := 0; i < ticks; i++ {
 		rn.Tick()
 	}
@@ -174,7 +175,14 @@ func (r *Replica) drainLocked() {
 	r.publishLocked()
 	lead := r.leader.Load()
 	if lead == 0 && ticks > 0 && r.mu.hadLeader {
-		r.mu.leaderless += ticks
+		// A round that began with a leader lost it at its last tick at
+		// the earliest: the ticks that piled up before (a slow round)
+		// were not without a leader.
+		lost := ticks
+		if before != 0 {
+			lost = 1
+		}
+		r.mu.leaderless += lost
 		if r.mu.leaderless >= r.cfg.ElectionTick && !r.LeaderLost() {
 			close(*r.lostCh.Load())
 		}

@@ -204,6 +204,9 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		if err != nil {
 			return err
 		}
+		if a.has("pending") {
+			return e.eachNode(a, false, func(nd *Node) error { return e.TickOneRound(nd.ID, n) })
+		}
 		return e.eachNode(a, false, func(nd *Node) error { return e.Tick(nd.ID, n) })
 	case "tick-heartbeat":
 		return e.eachNode(a, false, func(nd *Node) error { return e.Tick(nd.ID, e.heartbeatTick()) })

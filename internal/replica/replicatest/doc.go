@@ -83,7 +83,9 @@
 //	partition 1 / 2 3, heal    cut / restore links (a message on a cut
 //	                           link is lost at send or delivery, and its
 //	                           sender told)
-//	tick <n> [count=1], tick-heartbeat <n>, tick-election <n>
+//	tick <n> [count=1] [pending], tick-heartbeat <n>, tick-election <n>
+//	                           (pending: the ticks pile up and one round
+//	                           steps them all, as after a slow round)
 //	crash <n...> | crash all [percent=P]
 //	advance-clock d=30s        move the manual monotonic clock
 //	clock-skew <n> d=1h        node n's clock reads d ahead from now on

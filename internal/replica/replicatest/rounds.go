@@ -131,6 +131,21 @@ func (e *Env) Tick(id uint64, n int) error {
 	return nil
 }
 
+// TickOneRound gives a replica n ticks and then runs one round: a round
+// that was slow (a long fsync, a busy CPU) finds the ticks that piled up
+// meanwhile, and steps them all at once.
+func (e *Env) TickOneRound(id uint64, n int) error {
+	nd, err := e.node(id)
+	if err != nil {
+		return err
+	}
+	for i := 0; i < n; i++ {
+		nd.Replica.Tick()
+	}
+	_, err = e.ProcessReady(id)
+	return err
+}
+
 // TickElection ticks a follower until its election timeout passes and it
 // campaigns (the timeout is randomized by raft, so the count varies, but
 // the outcome does not), or a leader for one election timeout (its
