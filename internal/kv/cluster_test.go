@@ -56,6 +56,10 @@ type adapter struct {
 	// hang: every incoming request waits until its context ends (a
 	// paused node, as the transport sees one).
 	hang atomic.Bool
+	// missLeave: this shard's entry that leaves a joint configuration
+	// never arrives, nor any entry after it (0: none); leaveAt is that
+	// entry's index once seen (missleave_test.go).
+	missLeave, leaveAt atomic.Uint64
 }
 
 func (a *adapter) HandleRaft(envs []transport.Envelope) {
@@ -67,6 +71,9 @@ func (a *adapter) HandleRaft(envs []transport.Envelope) {
 			}
 		}
 		envs = kept
+	}
+	if a.missLeave.Load() != 0 {
+		envs = a.dropLeaveJoint(envs)
 	}
 	if a.dropProps.Load() > 0 || a.dropReads.Load() > 0 {
 		kept := envs[:0:0]

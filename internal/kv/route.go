@@ -38,8 +38,10 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 		// Not through a learner: one still catching up may take its
 		// proposal in a snapshot, never answering it. Nor a read through
 		// a replica not yet verified (a node just restarted, docs/scrub.md):
-		// it would wait for the scrub; the leader answers it.
-		viaRaft = local != nil && local.Desc().IsVoter(c.cfg.NodeID) &&
+		// it would wait for the scrub; the leader answers it. Nor through
+		// a replica a move is taking away (Leaving): one that missed the
+		// move's end hears from no leader again.
+		viaRaft = local != nil && local.Desc().IsVoter(c.cfg.NodeID) && !local.Leaving() &&
 			(req.Kind == wire.KindWrite || req.Kind == wire.KindRead && local.Verified()) && int(req.Ack) <= c.majority()
 	}
 	paths()
@@ -81,13 +83,13 @@ func (c *Coordinator) onLeader(ctx context.Context, d shard.Descriptor, req *wir
 			// the election that replaces it; the retry carries the same
 			// request id, so a write still applies at most once.
 			actx, cancel := context.WithTimeout(ctx, forwardAttempt)
-			if local != nil && !local.Removed() {
+			if local != nil && !local.Removed() && !local.Leaving() {
 				// This node's replica of the shard losing its leader
 				// meanwhile ends the attempt too: the request is then
 				// answered no leader (above), not after the bound. (A
-				// replica a move took away hears from no leader; the
-				// request goes to the shard's members, as leaderLost
-				// lets it.)
+				// replica a move took away, or is taking away, may hear
+				// from no leader again; the request goes to the shard's
+				// members, as leaderLost lets it.)
 				endWhenLeaderLost(actx, cancel, local)
 			}
 			resp, err = c.cfg.Transport.Request(actx, target, req)
@@ -232,11 +234,14 @@ func (c *Coordinator) anyReplica(ctx context.Context, d shard.Descriptor, req *w
 // replicas, or the shard has no quorum. A request there would wait for
 // its deadline (a follower without a leader hands nothing on, and the
 // other replicas are out of reach), so onLeader answers at once and the
-// client tries another node. A replica a move took away does not count:
-// the request goes to the shard's current members over the network.
+// client tries another node. A replica a move took away, or is taking
+// away (Leaving: one that missed the move's end hears from no leader
+// until it is collected), does not count: the request goes to the
+// shard's current members over the network. (The price: a node cut off
+// during a move's joint step holds such a request to its deadline.)
 func (c *Coordinator) leaderLost(shardID uint64) error {
 	r := c.cfg.Store.Replica(shardID)
-	if r == nil || !r.LeaderLost() || r.Removed() {
+	if r == nil || !r.LeaderLost() || r.Removed() || r.Leaving() {
 		return nil
 	}
 	return fmt.Errorf("%w: shard %d: this node's replica has known no leader for an election timeout (cut off from the shard's other replicas, or the shard has lost its quorum)", ErrNoLeader, shardID)

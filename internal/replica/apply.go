@@ -133,9 +133,11 @@ func (r *Replica) commitRoundLocked(rd *statemachine.Round, last raftpb.Entry) {
 	r.notifyApplied()
 }
 
-// noteMembershipLocked marks the replica removed, once, when its applied
-// conf state no longer lists this node, and tells the store.
+// noteMembershipLocked marks the replica leaving or not, and removed,
+// once, when its applied conf state no longer lists this node, and tells
+// the store.
 func (r *Replica) noteMembershipLocked() {
+	r.leaving.Store(isLeaving(r.mu.cs, r.cfg.NodeID))
 	if len(r.mu.cs.Voters) == 0 || isMember(r.mu.cs, r.cfg.NodeID) || r.removed.Swap(true) {
 		return
 	}

@@ -76,6 +76,20 @@ func isMember(cs raftpb.ConfState, node uint64) bool {
 	return false
 }
 
+// isLeaving reports whether cs is a joint configuration that node leaves:
+// a voter of the outgoing half, in no part of the incoming one.
+func isLeaving(cs raftpb.ConfState, node uint64) bool {
+	if !slices.Contains(cs.VotersOutgoing, node) {
+		return false
+	}
+	for _, ids := range [][]uint64{cs.Voters, cs.Learners, cs.LearnersNext} {
+		if slices.Contains(ids, node) {
+			return false
+		}
+	}
+	return true
+}
+
 // checkConfChange reports whether raft can apply cc on top of cs: raft
 // panics applying a conf change its changer refuses (leaving a joint
 // configuration that is not joint, entering one twice, removing every

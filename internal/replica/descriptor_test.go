@@ -36,3 +36,24 @@ func TestTwoConfChangesInOneRoundBumpTheEpochTwice(t *testing.T) {
 		t.Fatalf("stored descriptor %+v (%v, %v), want epoch %d", stored, ok, err, got.Epoch)
 	}
 }
+
+// A node is leaving a joint configuration when it votes in the outgoing
+// half only: not when it stays a voter, becomes a learner (a demotion),
+// or is outside the configuration.
+func TestIsLeaving(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		cs   raftpb.ConfState
+		want bool
+	}{
+		{"simple configuration", raftpb.ConfState{Voters: []uint64{1, 2, 3}}, false},
+		{"moved away", raftpb.ConfState{Voters: []uint64{4, 2, 3}, VotersOutgoing: []uint64{1, 2, 3}}, true},
+		{"stays a voter", raftpb.ConfState{Voters: []uint64{1, 2, 4}, VotersOutgoing: []uint64{1, 2, 3}}, false},
+		{"demoted to learner", raftpb.ConfState{Voters: []uint64{4, 2, 3}, VotersOutgoing: []uint64{1, 2, 3}, LearnersNext: []uint64{1}}, false},
+		{"not a member", raftpb.ConfState{Voters: []uint64{4, 2, 3}, VotersOutgoing: []uint64{5, 2, 3}}, false},
+	} {
+		if got := isLeaving(tc.cs, 1); got != tc.want {
+			t.Errorf("%s: isLeaving = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

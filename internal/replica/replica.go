@@ -66,10 +66,12 @@ type Replica struct {
 	lostCh atomic.Pointer[chan struct{}]
 	// desc is the current descriptor (descriptor.go); descCh is closed
 	// and replaced whenever it changes. removed: a conf change removed
-	// this node from the shard.
+	// this node from the shard; leaving: the applied configuration is a
+	// joint one that this node is leaving (a move away from it).
 	desc    atomic.Pointer[shard.Descriptor]
 	descCh  atomic.Pointer[chan struct{}]
 	removed atomic.Bool
+	leaving atomic.Bool
 	// unverified: the replica's data is not known to agree with its
 	// shard's (scrub.go); it serves no reads.
 	unverified atomic.Bool
@@ -161,6 +163,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	}
 	r.setDesc(d)
 	r.removed.Store(as.Index > 0 && len(as.ConfState.Voters) > 0 && !isMember(as.ConfState, cfg.NodeID))
+	r.leaving.Store(isLeaving(as.ConfState, cfg.NodeID))
 	rc := &raft.Config{
 		ID:                        cfg.NodeID,
 		ElectionTick:              cfg.ElectionTick,
@@ -221,6 +224,13 @@ func (r *Replica) DescChanged() <-chan struct{} { return *r.descCh.Load() }
 
 // Removed reports whether a conf change removed this node from the shard.
 func (r *Replica) Removed() bool { return r.removed.Load() }
+
+// Leaving reports whether the applied configuration is a joint one this
+// node leaves (a move away from it is under way). Such a replica that
+// missed the move's last step hears from no leader again: the leader
+// sends nothing to a node outside its configuration, and the replica
+// stays until the store collects it.
+func (r *Replica) Leaving() bool { return r.leaving.Load() }
 
 func (r *Replica) setDesc(d shard.Descriptor) {
 	if old := r.desc.Load(); r.sm != nil && (old == nil || old.Start != d.Start || old.End != d.End) {
