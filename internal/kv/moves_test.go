@@ -2,6 +2,7 @@ package kv_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -121,9 +122,33 @@ func TestReadOfARemovedReplicaIsRefused(t *testing.T) {
 	}
 }
 
+// putRetryingNoLeader puts k=k through coord within d, retrying an
+// ErrNoLeader answer under the same request id (so it applies once), as
+// a client does: a node answers "no leader" at once while its replica
+// of the shard is between leaders (a handover under a move or split
+// stalls on a loaded machine), and its next answer may be the new
+// leader's.
+func putRetryingNoLeader(coord *kv.Coordinator, k []byte, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	id := sha256.Sum256(k) // a request id of the key's own
+	opts := kv.WriteOptions{RequestID: id[:]}
+	for {
+		_, _, err := coord.Put(ctx, k, k, opts)
+		if err == nil || !errors.Is(err, kv.ErrNoLeader) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
 // loadWriters keeps one writer per node in nodes putting fresh keys of
-// shard into c through that node's coordinator, a millisecond apart,
-// until stop, which returns the acknowledged keys (each its own value)
+// shard into c through that node's coordinator, a millisecond apart
+// (each write retried within 5 s while answered "no leader"), until stop, which returns the acknowledged keys (each its own value)
 // and the failed writes.
 func loadWriters(c *tcluster, nodes []uint64, shard uint64) (stop func() (acked map[string]string, failures []error)) {
 	var mu sync.Mutex
@@ -142,9 +167,7 @@ func loadWriters(c *tcluster, nodes []uint64, shard uint64) (stop func() (acked 
 				default:
 				}
 				k := keyOf(c.m, shard, fmt.Sprintf("w%d-%d-", w, i))
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				_, _, err := c.nodes[w].coord.Put(ctx, k, k, kv.WriteOptions{})
-				cancel()
+				err := putRetryingNoLeader(c.nodes[w].coord, k, 5*time.Second)
 				mu.Lock()
 				if err != nil {
 					failures = append(failures, err)
