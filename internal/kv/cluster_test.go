@@ -56,6 +56,10 @@ type adapter struct {
 	// hang: every incoming request waits until its context ends (a
 	// paused node, as the transport sees one).
 	hang atomic.Bool
+	// muteAppends: this shard's incoming appends (MsgApp) are lost (0:
+	// none); heartbeats pass, so its leader stays and its proposals
+	// commit nothing until it is cleared.
+	muteAppends atomic.Uint64
 	// missLeave: this shard's entry that leaves a joint configuration
 	// never arrives, nor any entry after it (0: none); leaveAt is that
 	// entry's index once seen (missleave_test.go).
@@ -67,6 +71,15 @@ func (a *adapter) HandleRaft(envs []transport.Envelope) {
 		kept := envs[:0:0]
 		for _, e := range envs {
 			if e.ShardID != deaf {
+				kept = append(kept, e)
+			}
+		}
+		envs = kept
+	}
+	if mute := a.muteAppends.Load(); mute != 0 {
+		kept := envs[:0:0]
+		for _, e := range envs {
+			if e.ShardID != mute || e.Msg.Type != raftpb.MsgApp {
 				kept = append(kept, e)
 			}
 		}
