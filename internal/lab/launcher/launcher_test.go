@@ -1,18 +1,55 @@
 package launcher
 
 import (
+	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // stubborn is a stand-in for cairn that ignores SIGTERM (it keeps the
-// disposition across exec) and never exits on its own.
-const stubborn = "#!/bin/sh\ntrap '' TERM\nexec sleep 60\n"
+// disposition across exec) and never exits on its own. It prints
+// "trapped" once SIGTERM is ignored, so a test knows when its signal
+// will be ignored rather than kill the shell.
+const stubborn = "#!/bin/sh\ntrap '' TERM\necho trapped\nexec sleep 60\n"
+
+// lockedBuffer collects a process's output; the test reads it while the
+// process's output copier writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// waitOutput waits until out() holds want: a shell that prints a line
+// after its trap has installed the trap. A fixed pause is not enough on
+// a loaded machine, where the shell may not have run its first line
+// yet, and a SIGTERM sent then kills it.
+func waitOutput(t *testing.T, what string, out func() string, want string) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out(), want); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s printed no %q within 30 s; output so far: %q", what, want, out())
+		}
+	}
+}
 
 func script(t *testing.T, body string) string {
 	t.Helper()
@@ -24,11 +61,12 @@ func script(t *testing.T, body string) string {
 }
 
 func TestProcessStopKillsWhatIgnoresTERM(t *testing.T) {
-	p, err := StartProcess("sh", []string{"-c", `trap "" TERM; exec sleep 60`}, nil, nil)
+	var out lockedBuffer
+	p, err := StartProcess("sh", []string{"-c", `trap "" TERM; echo trapped; exec sleep 60`}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let the shell install its trap
+	waitOutput(t, "the shell", out.String, "trapped")
 	start := time.Now()
 	err = p.Stop(300 * time.Millisecond)
 	if !errors.Is(err, ErrKilled) {
@@ -51,11 +89,12 @@ func TestProcessStopCleanExit(t *testing.T) {
 	if err := p.Stop(10 * time.Second); err == nil || errors.Is(err, ErrKilled) {
 		t.Fatalf("Stop: %v", err)
 	}
-	p, err = StartProcess("sh", []string{"-c", `trap "exit 0" TERM; while :; do sleep 0.05; done`}, nil, nil)
+	var out lockedBuffer
+	p, err = StartProcess("sh", []string{"-c", `trap "exit 0" TERM; echo trapped; while :; do sleep 0.05; done`}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
+	waitOutput(t, "the shell", out.String, "trapped")
 	if err := p.Stop(10 * time.Second); err != nil {
 		t.Fatalf("Stop of a process exiting 0 on SIGTERM: %v", err)
 	}
@@ -72,7 +111,9 @@ func TestStopAllKillsEveryStuckNode(t *testing.T) {
 	if err := c.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	for id := 1; id <= 3; id++ {
+		waitOutput(t, fmt.Sprint("node ", id), func() string { return c.Log(id) }, "trapped")
+	}
 	done := make(chan error, 1)
 	go func() { done <- c.StopAll() }()
 	select {
@@ -108,9 +149,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal("nodes not running after StartAll")
 	}
 	// The stand-in has printed its command line before it is killed.
-	for i := 0; !strings.Contains(c.Log(1), "started serve") && i < 500; i++ {
-		time.Sleep(10 * time.Millisecond)
-	}
+	waitOutput(t, "node 1", func() string { return c.Log(1) }, "started serve")
 	if err := c.Pause(1); err != nil {
 		t.Fatal(err)
 	}
