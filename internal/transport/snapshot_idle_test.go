@@ -114,8 +114,12 @@ func TestGRPCSnapshotIdleStreamFreesItsSlot(t *testing.T) {
 	if status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("a snapshot while the only slot is held: %v, want ResourceExhausted", err)
 	}
-	close(proceed)
+	// The clock starts before the handler is let go: once it is, it may
+	// ask for the next chunk (starting the idle bound) before this
+	// goroutine runs again, and a clock started after that would read
+	// less than the bound.
 	start := time.Now()
+	close(proceed)
 	select {
 	case err := <-end:
 		if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "idle") {
