@@ -18,8 +18,11 @@ func TestSplitApplyWakesAppliedWaiters(t *testing.T) {
 	before := r.Applied()
 	ch := r.AppliedChanged()
 	waitErr := make(chan error, 1)
+	// The bounds are generous: Process syncs the engine, which takes
+	// long on a loaded disk. Without the wake-up the waiter still fails
+	// at its bound.
 	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		waitErr <- r.WaitApplied(ctx, before+1)
 	}()
@@ -30,15 +33,19 @@ func TestSplitApplyWakesAppliedWaiters(t *testing.T) {
 		done <- err
 	}()
 	descCh := r.DescChanged()
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(20 * time.Second); ; {
 		r.Process()
 		select {
-		case <-descCh:
-			deadline = time.Now() // split applied
+		case <-descCh: // split applied
 		default:
+			if time.Now().After(deadline) {
+				// Stopping here would leave ProposeSplit waiting for ever.
+				t.Fatal("the split was not applied within 20 s")
+			}
 			time.Sleep(time.Millisecond)
+			continue
 		}
+		break
 	}
 	if err := <-done; err != nil {
 		t.Fatal(err)
