@@ -20,6 +20,16 @@ func TestReadTellsItsRevision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Ack 3 waits for the write to be durable on all three replicas, not
+	// applied, and a serializable read (node 4's, or one a node sends to
+	// the replica with the shortest queue) may be served by any of them:
+	// each applies the write before the reads.
+	d, _ := c.nodes[1].st.Descriptor(1)
+	for _, n := range d.Replicas {
+		if err := c.nodes[n].st.Replica(1).WaitApplied(ctx5(t), ver); err != nil {
+			t.Fatalf("node %d applying %d: %v", n, ver, err)
+		}
+	}
 	for _, n := range []uint64{1, 2, 4} {
 		for _, cons := range []kv.Consistency{kv.Linearizable, kv.Serializable} {
 			v, err := c.nodes[n].coord.Get(ctx5(t), k, kv.ReadOptions{Consistency: cons})
