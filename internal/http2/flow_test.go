@@ -168,6 +168,9 @@ func TestClosedConnWindowEndsConn(t *testing.T) {
 // A client that opens its windows slowly but steadily (a pause shorter
 // than WriteTimeout before each update) gets its whole answer, however
 // long it takes in all: the stream's window paced, or the connection's.
+// Each pause is 300 ms against a WriteTimeout of 2 s, so that a loaded
+// machine stretching a pause does not reach the bound; the thirteen or
+// more pauses make the whole answer take longer than 1.5 × WriteTimeout.
 func TestSlowWindowGetsWholeAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -176,8 +179,8 @@ func TestSlowWindowGetsWholeAnswer(t *testing.T) {
 	}{{"stream window", 16 << 10, true}, {"connection window", 8 << 20, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			done := make(chan struct{})
-			h, big := bigAnswer(128<<10+77, done)
-			s := &Server{Handler: h, WriteTimeout: time.Second}
+			h, big := bigAnswer(256<<10+77, done)
+			s := &Server{Handler: h, WriteTimeout: 2 * time.Second}
 			addr := serveLocal(t, s)
 			nc, fr := rawConn(t, addr)
 			_ = nc.SetDeadline(time.Now().Add(20 * time.Second))
@@ -221,7 +224,7 @@ func TestSlowWindowGetsWholeAnswer(t *testing.T) {
 				t.Fatalf("got %d bytes, want %d", len(got), len(big))
 			}
 			if took := time.Since(start); took < 3*s.WriteTimeout/2 {
-				t.Fatalf("the answer took %v: the client's pauses (about 2s) did not hold it past WriteTimeout", took)
+				t.Fatalf("the answer took %v: the client's pauses (4 s or more) did not hold it past WriteTimeout", took)
 			}
 		})
 	}
