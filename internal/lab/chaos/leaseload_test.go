@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -92,11 +93,16 @@ func (m *memLeases) PutWithLease(_ context.Context, key, _ []byte, id int64) (ui
 	return 1, true, nil
 }
 
-// runMemLeases runs two lease workers over m for d and returns what they
-// recorded.
-func runMemLeases(t *testing.T, m *memLeases, d time.Duration) []checker.Lease {
+// runMemLeases runs two lease workers over m until the leases they have
+// recorded are enough (checked every 50 ms), or for bound at most, and
+// returns what they recorded. A fixed run was not enough: each lease is
+// kept (for 2 to 6 s) or abandoned at random, and how many draws a kept
+// lease's renewals take depends on how fast the machine runs them, so
+// on a loaded machine two workers could keep every lease of a 7 s run
+// and abandon none.
+func runMemLeases(t *testing.T, m *memLeases, bound time.Duration, enough func(*LeaseCheck) bool) []checker.Lease {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	rec := &recorder{start: time.Now(), acked: map[string]string{}, perf: result.NewRecorder(time.Now(), nil)}
 	wait, err := startLeaseWorkers(ctx, rec, []string{"a", "b"}, WorkloadConfig{Leases: 2, Timeout: time.Second},
@@ -104,7 +110,29 @@ func runMemLeases(t *testing.T, m *memLeases, d time.Duration) []checker.Lease {
 	if err != nil {
 		t.Fatal(err)
 	}
+	polled := make(chan struct{})
+	go func() {
+		defer close(polled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			rec.mu.Lock()
+			ls := slices.Clone(rec.leases)
+			rec.mu.Unlock()
+			if enough(summarizeLeases(ls)) {
+				cancel()
+				return
+			}
+		}
+	}()
 	wait()
+	cancel()
+	<-polled
 	if rec.leaseWorkers != 2 {
 		t.Fatalf("lease workers %d, want 2", rec.leaseWorkers)
 	}
@@ -116,9 +144,12 @@ func runMemLeases(t *testing.T, m *memLeases, d time.Duration) []checker.Lease {
 // leases' keys (this store never expires them) are left.
 func TestLeaseWorkloadCorrectStore(t *testing.T) {
 	m := newMemLeases()
-	ls := runMemLeases(t, m, 7*time.Second)
+	every := func(c *LeaseCheck) bool {
+		return c.Granted > 0 && c.Kept > 0 && c.Revoked > 0 && c.Abandoned > 0 && c.KeepAlives > 0 && c.Reads > 0
+	}
+	ls := runMemLeases(t, m, time.Minute, every)
 	c := summarizeLeases(ls)
-	if c.Granted == 0 || c.Kept == 0 || c.Revoked == 0 || c.Abandoned == 0 || c.KeepAlives == 0 || c.Reads == 0 {
+	if !every(c) {
 		t.Fatalf("counts %+v: want leases kept, revoked and abandoned, keepalives and reads", c)
 	}
 	if len(c.Violations) > 0 {
@@ -145,7 +176,7 @@ func TestLeaseWorkloadCorrectStore(t *testing.T) {
 func TestLeaseWorkloadKeyDropped(t *testing.T) {
 	m := newMemLeases()
 	m.dropOnRenew = true
-	c := summarizeLeases(runMemLeases(t, m, 3*time.Second))
+	c := summarizeLeases(runMemLeases(t, m, 30*time.Second, func(c *LeaseCheck) bool { return len(c.Violations) > 0 }))
 	if len(c.Violations) == 0 || !c.Failed() || !strings.Contains(c.Violations[0], "live lease without its key") {
 		t.Fatalf("no violation against a store dropping keys of live leases: %+v", c)
 	}
