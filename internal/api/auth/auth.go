@@ -70,6 +70,9 @@ type record struct {
 	Role    string    `json:"role"`
 	Hash    string    `json:"hash"` // hex SHA-256, compared in constant time
 	Created time.Time `json:"created"`
+	// Revoked: when the token was revoked (revoke.go); it is refused
+	// from then on.
+	Revoked *time.Time `json:"revoked,omitempty"`
 }
 
 // Errors.
@@ -189,7 +192,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 		return RoleNone, ErrBadToken
 	}
 	role, err := ParseRole(rec.Role)
-	if err != nil {
+	if err != nil || rec.Revoked != nil {
 		return RoleNone, ErrBadToken
 	}
 	a.mu.Lock()

@@ -17,11 +17,13 @@
 // 403, both with a JSON body; failures are counted (Failures).
 //
 // Middleware also serves POST /v1/admin/tokens?role=R (admin): it creates
-// a token and answers it once. Bootstrap creates the first admin token
-// when the cluster has none.
+// a token and answers it once, with its id (TokenID, the hex SHA-256);
+// and DELETE /v1/admin/tokens/ID (admin), which revokes the token of
+// that id (revoke.go). Bootstrap creates the first admin token when the
+// cluster has none.
 //
-// Found tokens are cached for CacheTTL (a deleted token may keep working
-// that long); unknown ones are not cached. At most MaxLookups checks read
+// Found tokens are cached for CacheTTL (a revoked token may keep working
+// that long on a node that found it before); unknown ones are not cached. At most MaxLookups checks read
 // the store at once on a node; a request whose token would need one more
 // is answered 503 with Retry-After. Safe for concurrent use.
 package auth

@@ -9,7 +9,8 @@ import (
 	"sync/atomic"
 )
 
-// TokensPath creates tokens: POST ?role=read|write|admin (admin only).
+// TokensPath creates tokens: POST ?role=read|write|admin (admin only);
+// DELETE TokensPath/ID revokes the token of id ID (TokenID).
 const TokensPath = "/v1/admin/tokens"
 
 // Counters of refused requests.
@@ -69,6 +70,10 @@ func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Log
 			a.serveCreate(w, r)
 			return
 		}
+		if id, ok := strings.CutPrefix(r.URL.Path, TokensPath+"/"); ok {
+			a.serveRevoke(w, r, id, tok)
+			return
+		}
 		next.ServeHTTP(w, r)
 	})
 }
@@ -116,7 +121,35 @@ func (a *Authenticator) serveCreate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "role": role.String()})
+	_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "role": role.String(), "id": TokenID(tok)})
+}
+
+// serveRevoke answers DELETE TokensPath/ID: it revokes the token of id
+// ID, but not caller, the token the request is made with (an admin
+// revoking its own token could lock itself out: it makes another admin
+// token first, and revokes the old one with it).
+func (a *Authenticator) serveRevoke(w http.ResponseWriter, r *http.Request, id, caller string) {
+	if r.Method != http.MethodDelete {
+		w.Header().Set("Allow", http.MethodDelete)
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use DELETE "+TokensPath+"/ID to revoke the token of id ID")
+		return
+	}
+	if id == TokenID(caller) {
+		writeError(w, http.StatusBadRequest, "own_token", "a request cannot revoke the token it is made with; revoke it with another admin token")
+		return
+	}
+	switch err := a.Revoke(r.Context(), id); {
+	case errors.Is(err, ErrBadTokenID):
+		writeError(w, http.StatusBadRequest, "bad_token_id", err.Error())
+	case errors.Is(err, ErrNoSuchToken):
+		writeError(w, http.StatusNotFound, "not_found", err.Error())
+	case err != nil:
+		w.Header().Set("Retry-After", "1")
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "the revocation could not be stored now; retry")
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"id": id, "revoked": true})
+	}
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
