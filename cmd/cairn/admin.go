@@ -20,6 +20,7 @@ func newAdminCmd() *cobra.Command {
 		endpoint string
 		timeout  time.Duration
 		asJSON   bool
+		conn     connFlags
 	)
 	cmd := &cobra.Command{Use: "admin", Short: "Change the cluster's membership, move replicas, tune the balancer",
 		Long: `Administer a running cluster through one node's admin API (any node:
@@ -28,10 +29,22 @@ the membership record is replicated). See docs/operations.md.`}
 	pf.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "URL of any node of the cluster")
 	pf.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of the call")
 	pf.BoolVar(&asJSON, "json", false, "print the answer as JSON")
+	conn.add(pf, "admin")
+	admin := func() (*client.Admin, error) {
+		hc, err := conn.httpClient(0) // each call has its context's deadline
+		if err != nil {
+			return nil, err
+		}
+		return client.NewAdmin(endpoint, hc), nil
+	}
 	call := func(cmd *cobra.Command, f func(ctx context.Context, a *client.Admin) (any, error)) error {
 		ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 		defer cancel()
-		out, err := f(ctx, client.NewAdmin(endpoint, nil))
+		a, err := admin()
+		if err != nil {
+			return err
+		}
+		out, err := f(ctx, a)
 		if err != nil || out == nil {
 			return err
 		}
@@ -43,7 +56,10 @@ the membership record is replicated). See docs/operations.md.`}
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
-			a := client.NewAdmin(endpoint, nil)
+			a, err := admin()
+			if err != nil {
+				return err
+			}
 			nodes, err := a.Nodes(ctx)
 			if err != nil {
 				return err
@@ -153,7 +169,7 @@ the membership record is replicated). See docs/operations.md.`}
 	settings.Flags().Int64Var(&rate, "snapshot-rate", 0, "snapshot streaming bound per node, bytes/s (0: unlimited)")
 	settings.Flags().BoolVar(&rebalance, "rebalance", true, "false stops rebalancing moves (repairs of dead or draining nodes go on)")
 
-	cmd.AddCommand(node, shardCmd, settings, newTokenCmd())
+	cmd.AddCommand(node, shardCmd, settings, newTokenCmd(&conn))
 	return cmd
 }
 
