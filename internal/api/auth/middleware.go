@@ -1,6 +1,8 @@
 package auth
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -134,13 +136,19 @@ func (a *Authenticator) serveRevoke(w http.ResponseWriter, r *http.Request, id, 
 		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "use DELETE "+TokensPath+"/ID to revoke the token of id ID")
 		return
 	}
-	if id == TokenID(caller) {
+	// Compared as hashes, not as text: hex is case-insensitive, and the
+	// caller's id in upper case names the caller's token too.
+	hash, err := parseTokenID(id)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, "bad_token_id", err.Error())
+		return
+	}
+	if hash == sha256.Sum256([]byte(caller)) {
 		writeError(w, http.StatusBadRequest, "own_token", "a request cannot revoke the token it is made with; revoke it with another admin token")
 		return
 	}
+	id = hex.EncodeToString(hash[:])
 	switch err := a.Revoke(r.Context(), id); {
-	case errors.Is(err, ErrBadTokenID):
-		writeError(w, http.StatusBadRequest, "bad_token_id", err.Error())
 	case errors.Is(err, ErrNoSuchToken):
 		writeError(w, http.StatusNotFound, "not_found", err.Error())
 	case err != nil:
