@@ -91,6 +91,10 @@ type Authenticator struct {
 
 	mu    sync.Mutex
 	cache map[[32]byte]cached
+	// revocations counts the Revokes this Authenticator made (under mu):
+	// a check whose store read began before one does not cache what it
+	// read (it may be the record from before the revocation).
+	revocations uint64
 
 	failures atomic.Uint64
 	// boot is the first admin token a failed Bootstrap drew (bootstrap.go).
@@ -166,6 +170,7 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 	now := a.now()
 	a.mu.Lock()
 	c, ok := a.cache[hash]
+	gen := a.revocations
 	a.mu.Unlock()
 	if ok && now.Before(c.expires) {
 		return c.role, nil
@@ -196,10 +201,12 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 		return RoleNone, ErrBadToken
 	}
 	a.mu.Lock()
-	if len(a.cache) > 10000 {
-		clear(a.cache)
+	if a.revocations == gen {
+		if len(a.cache) > 10000 {
+			clear(a.cache)
+		}
+		a.cache[hash] = cached{role: role, expires: now.Add(a.ttl)}
 	}
-	a.cache[hash] = cached{role: role, expires: now.Add(a.ttl)}
 	a.mu.Unlock()
 	return role, nil
 }

@@ -64,6 +64,7 @@ func (a *Authenticator) Revoke(ctx context.Context, id string) error {
 		}
 	}
 	a.mu.Lock()
+	a.revocations++
 	delete(a.cache, hash)
 	a.mu.Unlock()
 	return nil
