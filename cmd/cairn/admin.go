@@ -31,7 +31,7 @@ the membership record is replicated). See docs/operations.md.`}
 	pf.BoolVar(&asJSON, "json", false, "print the answer as JSON")
 	conn.add(pf, "admin")
 	admin := func() (*client.Admin, error) {
-		hc, err := conn.httpClient(0) // each call has its context's deadline
+		hc, err := conn.httpClient(endpoint, 0) // each call has its context's deadline
 		if err != nil {
 			return nil, err
 		}

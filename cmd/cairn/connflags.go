@@ -1,8 +1,11 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cairn-db/cairn/client"
@@ -33,11 +36,18 @@ func (c *connFlags) bearer() string {
 	return os.Getenv("CAIRN_TOKEN")
 }
 
-// httpClient returns a client that speaks TLS as the flags say and sends
-// the token, if any, on every request; timeout bounds each request.
-func (c *connFlags) httpClient(timeout time.Duration) (*http.Client, error) {
+// httpClient returns a client of endpoint that speaks TLS as the flags
+// say and sends the token, if any, on every request; timeout bounds each
+// request. With --ca, --cert or --key the endpoint must be https://: a
+// Go client given a TLS configuration and an http:// URL speaks plain
+// HTTP, and would send the token in clear. It follows no redirect to
+// another scheme or host (the token would go there too).
+func (c *connFlags) httpClient(endpoint string, timeout time.Duration) (*http.Client, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if c.ca != "" || c.cert != "" || c.key != "" {
+		if !strings.HasPrefix(strings.TrimSpace(endpoint), "https://") {
+			return nil, usageError{fmt.Errorf("--ca, --cert and --key need an https:// --endpoint (not %q): over http:// the token would be sent in clear", endpoint)}
+		}
 		cfg, err := client.LoadTLS(c.ca, c.cert, c.key)
 		if err != nil {
 			return nil, usageError{err}
@@ -48,5 +58,18 @@ func (c *connFlags) httpClient(timeout time.Duration) (*http.Client, error) {
 	if tok := c.bearer(); tok != "" {
 		rt = client.WithToken(tr, tok)
 	}
-	return &http.Client{Transport: rt, Timeout: timeout}, nil
+	return &http.Client{Transport: rt, Timeout: timeout, CheckRedirect: sameOrigin}, nil
+}
+
+// sameOrigin refuses a redirect to another scheme or host than the
+// request's first one.
+func sameOrigin(req *http.Request, via []*http.Request) error {
+	if len(via) >= 10 {
+		return errors.New("stopped after 10 redirects")
+	}
+	if first := via[0].URL; req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+		return fmt.Errorf("refused a redirect from %s://%s to %s://%s (the token would go there too)",
+			first.Scheme, first.Host, req.URL.Scheme, req.URL.Host)
+	}
+	return nil
 }

@@ -29,13 +29,13 @@ func newTokenCmd(conn *connFlags) *cobra.Command {
 		if admin == "" {
 			return "", nil, "", usageError{fmt.Errorf("--token (an admin token) or $CAIRN_TOKEN is required")}
 		}
-		hc, err := conn.httpClient(timeout)
-		if err != nil {
-			return "", nil, "", err
-		}
 		endpoint := ""
 		if fl := cmd.Flags().Lookup("endpoint"); fl != nil {
 			endpoint = fl.Value.String()
+		}
+		hc, err := conn.httpClient(endpoint, timeout)
+		if err != nil {
+			return "", nil, "", err
 		}
 		return admin, hc, normalizeEndpoint(endpoint), nil
 	}

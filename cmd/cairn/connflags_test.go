@@ -1,0 +1,56 @@
+package main
+
+import (
+	"encoding/pem"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+)
+
+// An operator who gives --ca (or --cert/--key) asks for TLS: an
+// endpoint of plain http:// (the default one, or host:port without a
+// scheme) is refused before anything is sent, instead of sending the
+// admin token in clear; so is a redirect from https:// to http://.
+func TestAdminTLSFlagsRefusePlainEndpoint(t *testing.T) {
+	var sawToken atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			sawToken.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"members":[]}`))
+	}))
+	defer plain.Close()
+	// A TLS endpoint that redirects to the plain one.
+	tlsSrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+r.URL.RequestURI(), http.StatusTemporaryRedirect)
+	}))
+	defer tlsSrv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: tlsSrv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const secret = "cairn_secretsecretsecretsecretsecretsecretsecr"
+	for _, endpoint := range []string{plain.URL, strings.TrimPrefix(plain.URL, "http://"), tlsSrv.URL} {
+		for _, args := range [][]string{
+			{"node", "list", "--json"},
+			{"token", "create", "--role", "read"},
+			{"token", "revoke", strings.Repeat("ab", 32)},
+		} {
+			cmd := newAdminCmd()
+			cmd.SetOut(&strings.Builder{})
+			cmd.SetErr(&strings.Builder{})
+			cmd.SetArgs(append([]string{"--endpoint", endpoint, "--ca", ca, "--token", secret}, args...))
+			if err := cmd.Execute(); err == nil {
+				t.Errorf("%s %v with --ca over plain HTTP: no error", endpoint, args)
+			}
+			if n := sawToken.Swap(0); n != 0 {
+				t.Errorf("%s %v with --ca: the token went over plain HTTP (%d requests)", endpoint, args, n)
+			}
+		}
+	}
+}
