@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -77,10 +78,17 @@ the token it is made with: make another admin token first.`,
 			if err != nil {
 				return err
 			}
-			id := args[0]
+			// Anything but an id stays here: the argument may be a token
+			// (with spaces around it, or a part of one), which must not
+			// go into a URL or an error message.
+			id := strings.TrimSpace(args[0])
 			if strings.HasPrefix(id, "cairn_") {
 				id = auth.TokenID(id)
 			}
+			if b, err := hex.DecodeString(id); err != nil || len(b) != 32 {
+				return usageError{fmt.Errorf("the argument is neither a token id (64 hex digits) nor a token (cairn_…)")}
+			}
+			id = strings.ToLower(id)
 			if err := revokeToken(cmd.Context(), hc, base, admin, id); err != nil {
 				return err
 			}
