@@ -20,7 +20,7 @@ func newAdminCmd() *cobra.Command {
 		endpoint string
 		timeout  time.Duration
 		asJSON   bool
-		conn     connFlags
+		conn     accessFlags
 	)
 	cmd := &cobra.Command{Use: "admin", Short: "Change the cluster's membership, move replicas, tune the balancer",
 		Long: `Administer a running cluster through one node's admin API (any node:
@@ -29,7 +29,7 @@ the membership record is replicated). See docs/operations.md.`}
 	pf.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "URL of any node of the cluster")
 	pf.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of the call")
 	pf.BoolVar(&asJSON, "json", false, "print the answer as JSON")
-	conn.add(pf, "admin")
+	conn.add(pf, "an admin token")
 	admin := func() (*client.Admin, error) {
 		hc, err := conn.httpClient(endpoint, 0) // each call has its context's deadline
 		if err != nil {

@@ -2,13 +2,11 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/backup"
 )
 
@@ -29,7 +27,7 @@ cluster keeps serving; DIR must not exist or be empty.`,
 			start := time.Now()
 			cfg.Progress = cmd.ErrOrStderr()
 			var err error
-			if cfg.Access, err = acc.access(); err != nil {
+			if cfg.Access, err = acc.access(cfg.Endpoint); err != nil {
 				return err
 			}
 			m, err := backup.Backup(cmd.Context(), cfg)
@@ -45,7 +43,7 @@ cluster keeps serving; DIR must not exist or be empty.`,
 	f.StringVar(&cfg.Endpoint, "endpoint", "http://127.0.0.1:8080", "any node of the cluster")
 	f.StringVar(&cfg.Dir, "to", "", "directory to write the backup to (required; must not exist or be empty)")
 	f.IntVar(&cfg.Parallel, "parallel", 2, "shards streamed at once")
-	acc.add(cmd, "an admin token")
+	acc.add(cmd.Flags(), "an admin token")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }
@@ -78,7 +76,7 @@ are the target's own. --verify-only stops after the check.`,
 			start := time.Now()
 			cfg.Endpoints = strings.Split(endpoints, ",")
 			var err error
-			if cfg.Access, err = acc.access(); err != nil {
+			if cfg.Access, err = acc.access(cfg.Endpoints...); err != nil {
 				return err
 			}
 			cfg.Progress = cmd.ErrOrStderr()
@@ -96,33 +94,7 @@ are the target's own. --verify-only stops after the check.`,
 	f.StringVar(&endpoints, "endpoints", "http://127.0.0.1:8080", "target cluster's nodes, comma separated")
 	f.IntVar(&cfg.Workers, "workers", 64, "writes in flight")
 	f.BoolVar(&verify, "verify-only", false, "only check the backup")
-	acc.add(cmd, "a write token")
+	acc.add(cmd.Flags(), "a write token")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd
-}
-
-// accessFlags are how backup and restore reach nodes with TLS or --auth.
-type accessFlags struct{ ca, cert, key, token string }
-
-func (a *accessFlags) add(cmd *cobra.Command, tokenRole string) {
-	f := cmd.Flags()
-	f.StringVar(&a.ca, "ca", "", "https:// nodes: the CA that signed their certificates")
-	f.StringVar(&a.cert, "cert", "", "client certificate for nodes started with --tls-client-auth")
-	f.StringVar(&a.key, "key", "", "private key of --cert")
-	f.StringVar(&a.token, "token", "", "bearer token for nodes started with --auth: "+tokenRole+" (default: $CAIRN_TOKEN)")
-}
-
-func (a *accessFlags) access() (backup.Access, error) {
-	acc := backup.Access{Token: a.token}
-	if acc.Token == "" {
-		acc.Token = os.Getenv("CAIRN_TOKEN")
-	}
-	if a.ca != "" || a.cert != "" || a.key != "" {
-		cfg, err := client.LoadTLS(a.ca, a.cert, a.key)
-		if err != nil {
-			return acc, usageError{err}
-		}
-		acc.TLS = cfg
-	}
-	return acc, nil
 }

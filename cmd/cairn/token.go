@@ -19,7 +19,7 @@ import (
 // newTokenCmd is `token create --role R` and `token revoke ID`: it asks
 // a node (with an admin token) to make a bearer token of a role, or to
 // revoke one. It is meant to sit under `cairn admin`.
-func newTokenCmd(conn *connFlags) *cobra.Command {
+func newTokenCmd(conn *accessFlags) *cobra.Command {
 	var role string
 	timeout := 10 * time.Second
 	cmd := &cobra.Command{Use: "token", Short: "Manage the bearer tokens of a cluster started with --auth"}

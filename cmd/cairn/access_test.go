@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // An operator who gives --ca (or --cert/--key) asks for TLS: an
@@ -52,5 +54,36 @@ func TestAdminTLSFlagsRefusePlainEndpoint(t *testing.T) {
 				t.Errorf("%s %v with --ca: the token went over plain HTTP (%d requests)", endpoint, args, n)
 			}
 		}
+	}
+}
+
+// backup and restore take the same flags and refuse a plain endpoint
+// with --ca alike, before anything is sent.
+func TestBackupTLSFlagsRefusePlainEndpoint(t *testing.T) {
+	var asked atomic.Int32
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
+	defer plain.Close()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, []byte("not read: refused first"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		cmd  func() *cobra.Command
+		args []string
+	}{
+		{newBackupCmd, []string{"--endpoint", plain.URL, "--to", t.TempDir() + "/b"}},
+		{newRestoreCmd, []string{"--endpoints", "https://127.0.0.1:1," + plain.URL, "--from", t.TempDir()}},
+	} {
+		cmd := tc.cmd()
+		cmd.SetOut(&strings.Builder{})
+		cmd.SetErr(&strings.Builder{})
+		cmd.SetArgs(append(tc.args, "--ca", ca, "--token", "cairn_x"))
+		err := cmd.Execute()
+		if err == nil || !strings.Contains(err.Error(), "https://") {
+			t.Errorf("%s with --ca and a plain endpoint: %v, want a refusal naming https://", cmd.Name(), err)
+		}
+	}
+	if n := asked.Load(); n != 0 {
+		t.Fatalf("%d requests reached the plain endpoint", n)
 	}
 }
