@@ -57,8 +57,8 @@ func TestAdminTLSFlagsRefusePlainEndpoint(t *testing.T) {
 	}
 }
 
-// backup and restore take the same flags and refuse a plain endpoint
-// with --ca alike, before anything is sent.
+// backup, restore and kv take the same flags and refuse a plain
+// endpoint with --ca alike, before anything is sent.
 func TestBackupTLSFlagsRefusePlainEndpoint(t *testing.T) {
 	var asked atomic.Int32
 	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { asked.Add(1) }))
@@ -73,6 +73,7 @@ func TestBackupTLSFlagsRefusePlainEndpoint(t *testing.T) {
 	}{
 		{newBackupCmd, []string{"--endpoint", plain.URL, "--to", t.TempDir() + "/b"}},
 		{newRestoreCmd, []string{"--endpoints", "https://127.0.0.1:1," + plain.URL, "--from", t.TempDir()}},
+		{newKVCmd, []string{"get", "k", "--endpoints", plain.URL}},
 	} {
 		cmd := tc.cmd()
 		cmd.SetOut(&strings.Builder{})
@@ -85,5 +86,28 @@ func TestBackupTLSFlagsRefusePlainEndpoint(t *testing.T) {
 	}
 	if n := asked.Load(); n != 0 {
 		t.Fatalf("%d requests reached the plain endpoint", n)
+	}
+}
+
+// cairn kv sends $CAIRN_TOKEN when --token is not given, as its help
+// says.
+func TestKVTakesTheTokenFromTheEnvironment(t *testing.T) {
+	var got atomic.Value
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		got.Store(r.Header.Get("Authorization"))
+		w.Header().Set("ETag", `"1"`)
+		_, _ = w.Write([]byte("v"))
+	}))
+	defer srv.Close()
+	t.Setenv("CAIRN_TOKEN", "cairn_fromenv")
+	cmd := newKVCmd()
+	cmd.SetOut(&strings.Builder{})
+	cmd.SetErr(&strings.Builder{})
+	cmd.SetArgs([]string{"get", "k", "--endpoints", srv.URL})
+	if err := cmd.Execute(); err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := got.Load().(string); h != "Bearer cairn_fromenv" {
+		t.Fatalf("Authorization %q, want the token of $CAIRN_TOKEN", h)
 	}
 }

@@ -162,6 +162,9 @@ func runBench(cmd *cobra.Command, o benchOpts) error {
 	if err := runCfg.EnsureDefaults().Validate(); err != nil {
 		return usageError{err}
 	}
+	if o.token == "" {
+		o.token = os.Getenv("CAIRN_TOKEN") // as --token's help says
+	}
 	tlsCfg, err := client.LoadTLS(o.ca, o.cert, o.key)
 	if err != nil {
 		return usageError{err}

@@ -27,11 +27,8 @@ type kvOpts struct {
 	ifAbsent     bool
 	timeout      time.Duration
 	verbose      bool
-	// ca, cert, key: https:// endpoints' CA, and a client certificate
-	// for nodes that require one.
-	ca, cert, key string
-	// token: a bearer token for nodes started with --auth.
-	token string
+	// acc: TLS and the bearer token (access.go).
+	acc accessFlags
 }
 
 func newKVCmd() *cobra.Command {
@@ -41,10 +38,7 @@ func newKVCmd() *cobra.Command {
 	pf.StringVar(&o.endpoints, "endpoints", "http://127.0.0.1:8080,http://127.0.0.1:8081,http://127.0.0.1:8082", "node URLs; the client fails over between them")
 	pf.DurationVar(&o.timeout, "timeout", 5*time.Second, "deadline of the operation, retries included")
 	pf.BoolVarP(&o.verbose, "verbose", "v", false, "print the version on stderr")
-	pf.StringVar(&o.ca, "ca", "", "https:// endpoints: PEM file of the CA that signed the nodes' certificates (default: the system's roots)")
-	pf.StringVar(&o.cert, "cert", "", "client certificate (PEM) for nodes started with --tls-client-auth")
-	pf.StringVar(&o.key, "key", "", "private key of --cert")
-	pf.StringVar(&o.token, "token", "", "bearer token for nodes started with --auth (default: $CAIRN_TOKEN)")
+	o.acc.add(pf, "a read token, or a write token to write")
 	get := &cobra.Command{Use: "get KEY", Short: "Print a key's value", Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, ctx, done, err := o.client(cmd.Context())
@@ -118,17 +112,15 @@ func (o *kvOpts) client(parent context.Context) (*client.Client, context.Context
 		}
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	if o.ca != "" || o.cert != "" || o.key != "" {
-		cfg, err := client.LoadTLS(o.ca, o.cert, o.key)
-		if err != nil {
-			cancel(nil)
-			return nil, nil, nil, usageError{err}
-		}
-		tr.TLSClientConfig = cfg
+	cfg, err := o.acc.tls(normalizedAll(eps)...)
+	if err != nil {
+		cancel(nil)
+		return nil, nil, nil, err
 	}
+	tr.TLSClientConfig = cfg
 	var next http.RoundTripper = tr
-	if o.token != "" {
-		next = client.WithToken(tr, o.token)
+	if tok := o.acc.bearer(); tok != "" {
+		next = client.WithToken(tr, tok)
 	}
 	rt := &refusals{next: next, hosts: max(1, len(hosts)), refused: map[string]bool{}, cancel: cancel}
 	c, err := client.New(eps, client.Options{Timeout: o.timeout, HTTP: &http.Client{Transport: rt}})
@@ -177,6 +169,15 @@ func (r *refusals) RoundTrip(req *http.Request) (*http.Response, error) {
 		clear(r.refused)
 	}
 	return resp, err
+}
+
+// normalizedAll is normalizeEndpoint of each of eps.
+func normalizedAll(eps []string) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = normalizeEndpoint(e)
+	}
+	return out
 }
 
 func normalizeEndpoint(e string) string {
