@@ -220,14 +220,7 @@ func TestCreateTokenEndpoint(t *testing.T) {
 		}
 	}
 	var c Counters
-	h := a.Middleware(http.NotFoundHandler(), &c, slog.Default())
-	do := func(method, target, tok string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, target, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
-	}
+	do := requester(a.Middleware(http.NotFoundHandler(), &c, slog.Default()))
 	w := do("POST", TokensPath+"?role=write", admin)
 	var got map[string]string
 	if w.Code != 201 || json.Unmarshal(w.Body.Bytes(), &got) != nil || got["role"] != "write" || !strings.HasPrefix(got["token"], "cairn_") {
@@ -307,5 +300,17 @@ func TestReservedKeysRefused(t *testing.T) {
 	h.ServeHTTP(w, req)
 	if w.Code != 299 {
 		t.Fatalf("a key with a later 0 byte: %d", w.Code)
+	}
+}
+
+// requester returns a function that sends method target to h with the
+// bearer token tok and returns the answer.
+func requester(h http.Handler) func(method, target, tok string) *httptest.ResponseRecorder {
+	return func(method, target, tok string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, target, nil)
+		req.Header.Set("Authorization", "Bearer "+tok)
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		return w
 	}
 }

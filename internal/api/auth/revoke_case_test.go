@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -19,11 +18,8 @@ func TestRevokeOwnTokenInUpperCaseIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a.Middleware(http.NotFoundHandler(), &Counters{}, slog.Default())
-	req := httptest.NewRequest("DELETE", TokensPath+"/"+strings.ToUpper(TokenID(admin)), nil)
-	req.Header.Set("Authorization", "Bearer "+admin)
-	w := httptest.NewRecorder()
-	h.ServeHTTP(w, req)
+	do := requester(a.Middleware(http.NotFoundHandler(), &Counters{}, slog.Default()))
+	w := do("DELETE", TokensPath+"/"+strings.ToUpper(TokenID(admin)), admin)
 	if w.Code != http.StatusBadRequest || !strings.Contains(w.Body.String(), "own_token") {
 		t.Fatalf("revoke of the caller's own id in upper case: %d %s, want 400 own_token", w.Code, w.Body)
 	}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -70,14 +69,7 @@ func TestRevokeEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := a.Middleware(http.NotFoundHandler(), &Counters{}, slog.Default())
-	do := func(method, target, tok string) *httptest.ResponseRecorder {
-		req := httptest.NewRequest(method, target, nil)
-		req.Header.Set("Authorization", "Bearer "+tok)
-		w := httptest.NewRecorder()
-		h.ServeHTTP(w, req)
-		return w
-	}
+	do := requester(a.Middleware(http.NotFoundHandler(), &Counters{}, slog.Default()))
 	w := do("POST", TokensPath+"?role=write", admin)
 	var made map[string]string
 	if w.Code != 201 || json.Unmarshal(w.Body.Bytes(), &made) != nil || made["id"] != TokenID(made["token"]) {
