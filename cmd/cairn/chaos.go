@@ -295,7 +295,10 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 				f.PeakMemoryBytes>>20, f.MemoryLimitBytes>>20, f.LimitHits, f.OOMKills, f.Restarted)
 		}
 	}
-	if !r.Linearizable {
+	switch {
+	case !r.Linearizable && r.CheckTimedOut:
+		fmt.Fprintf(w, "  linearizability not proven: the check ran out of time (the history is in %s)\n", filepath.Join(dir, "history.json"))
+	case !r.Linearizable:
 		fmt.Fprintf(w, "  not linearizable: see %s\n", filepath.Join(dir, "linearizability.html"))
 	}
 	if len(r.LostKeys) > 0 {

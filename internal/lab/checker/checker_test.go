@@ -94,7 +94,7 @@ func TestFailedCASNeedsUnobservedUnknownWrite(t *testing.T) {
 		op(2, Write, "x", "b", 20, 25, Unknown), // never read
 		{Client: 3, Kind: CAS, Key: "x", Expected: "a", Value: "c", Call: 30, Return: 40, Outcome: Fail},
 	}
-	if p := withoutUnobservedUnknowns(h); len(p) != 2 {
+	if p := lightOps(h); len(p) != 2 {
 		t.Fatalf("pruned to %d ops, want the unknown write dropped", len(p))
 	}
 	ok, unknown, err := Linearizable(h, 10*time.Second, "")
@@ -116,7 +116,7 @@ func TestPruningKeepsObservedWritesAndViolations(t *testing.T) {
 		op(1, Write, "x", "b", 40, 50, OK),
 		op(6, Read, "x", "a", 60, 70, OK), // stale: b was acknowledged first
 	}
-	p := withoutUnobservedUnknowns(h)
+	p := lightOps(h)
 	if len(p) != len(h)-2 { // u3, and the unknown CAS (its value v is unseen)
 		t.Fatalf("pruned to %d ops, want %d: %+v", len(p), len(h)-2, p)
 	}
@@ -127,5 +127,51 @@ func TestPruningKeepsObservedWritesAndViolations(t *testing.T) {
 	}
 	if ok, unknown, _ := Linearizable(h, 10*time.Second, ""); ok || unknown {
 		t.Fatalf("stale read accepted: ok=%v unknown=%v", ok, unknown)
+	}
+}
+
+// lightOps is lighter's history.
+func lightOps(h []Op) []Op {
+	l, _ := lighter(h)
+	return l
+}
+
+// An unknown write a read certainly saw took effect before that read
+// returned: lighter bounds it there (it no longer overlaps everything
+// after it), and leaves one only an unknown compare-and-set expected as
+// it was. A value that comes back after another write overwrote it is
+// still found: the write took effect once.
+func TestLighterBoundsObservedUnknownWrites(t *testing.T) {
+	h := []Op{
+		op(1, Write, "x", "a", 0, 10, OK),
+		op(2, Write, "x", "u1", 12, 15, Unknown), // read by 6 at [20, 30] and [22, 35]
+		op(3, Write, "x", "u2", 12, 15, Unknown), // only an unknown CAS expects it
+		{Client: 5, Kind: CAS, Key: "x", Expected: "u2", Value: "v", Call: 16, Return: 17, Outcome: Unknown},
+		op(6, Read, "x", "u1", 22, 35, OK),
+		op(7, Read, "x", "u1", 20, 30, OK),
+	}
+	l := lightOps(h)
+	for _, o := range l {
+		if o.Kind != Write {
+			continue
+		}
+		switch o.Value {
+		case "u1":
+			if o.Outcome != OK || o.Return != 30 {
+				t.Fatalf("u1 lightened to %+v, want applied and returning at 30 (its first observer's return)", o)
+			}
+		case "u2":
+			if o.Outcome != Unknown || o.Return != 15 {
+				t.Fatalf("u2 lightened to %+v, want it left unknown", o)
+			}
+		}
+	}
+	if ok, unknown, err := Linearizable(h, 10*time.Second, ""); !ok || unknown || err != nil {
+		t.Fatalf("ok=%v unknown=%v err=%v", ok, unknown, err)
+	}
+	// u1 read again after b overwrote it: not linearizable.
+	h = append(h, op(1, Write, "x", "b", 40, 50, OK), op(6, Read, "x", "b", 55, 60, OK), op(7, Read, "x", "u1", 65, 70, OK))
+	if ok, unknown, _ := Linearizable(h, 10*time.Second, ""); ok || unknown {
+		t.Fatalf("a value back after it was overwritten accepted: ok=%v unknown=%v", ok, unknown)
 	}
 }

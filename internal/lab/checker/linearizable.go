@@ -122,15 +122,17 @@ func ToPorcupine(h []Op) []porcupine.Operation {
 //
 // Writes of unknown outcome are what make the search slow: each may take
 // effect at any time after its call, so it overlaps everything after it.
-// The history is first checked without those nobody observed (see
-// unobservedUnknowns): when that lighter history is linearizable, so is h
+// The history is first checked in a lighter form (lighter): without those
+// nobody observed, and with each observed one ending when its first
+// observer returned. When that lighter history is linearizable, so is h
 // (each dropped write can be placed after every other operation, where it
-// changes nothing anyone saw). Only when it is not is h checked whole, so a
-// violation is never reported because of the pruning (a compare-and-set
-// that failed may need a dropped write to have failed).
+// changes nothing anyone saw; each bounded one had to take effect before
+// its observer saw it anyway). Only when it is not is h checked whole, so
+// a violation is never reported because of the lightening (a
+// compare-and-set that failed may need a dropped write to have failed).
 func Linearizable(h []Op, timeout time.Duration, visualization string) (ok bool, unknown bool, err error) {
-	if pruned := withoutUnobservedUnknowns(h); len(pruned) < len(h) {
-		switch porcupine.CheckOperationsTimeout(registerModel, ToPorcupine(pruned), timeout) {
+	if light, changed := lighter(h); changed {
+		switch porcupine.CheckOperationsTimeout(registerModel, ToPorcupine(light), timeout) {
 		case porcupine.Ok:
 			return true, false, nil
 		case porcupine.Unknown: // the whole history would take longer still
@@ -150,27 +152,58 @@ func Linearizable(h []Op, timeout time.Duration, visualization string) (ok bool,
 	return false, false, err
 }
 
-// withoutUnobservedUnknowns drops the writes and compare-and-sets of
-// unknown outcome whose value no operation saw: no read returned it and no
-// compare-and-set that succeeded, or may have, expected it. Values
-// identify writes (they are unique per write), so such a write, if it took
-// effect, was overwritten before anyone looked.
-func withoutUnobservedUnknowns(h []Op) []Op {
-	seen := map[[2]string]bool{}
+// lighter returns h with its writes and compare-and-sets of unknown
+// outcome made cheaper to check, and whether it changed any:
+//
+//   - those whose value no operation saw are dropped: no read returned it
+//     and no compare-and-set that succeeded, or may have, expected it.
+//     Values identify writes (they are unique per write), so such a
+//     write, if it took effect, was overwritten before anyone looked;
+//   - those whose value an operation certainly saw (a read that returned
+//     it, a compare-and-set that succeeded expecting it) took effect, and
+//     before that operation returned: each ends (Return) when its first
+//     such observer returned, instead of never. Nothing is lost: taking
+//     effect later would contradict the observer.
+func lighter(h []Op) ([]Op, bool) {
+	type kv = [2]string
+	seen := map[kv]bool{}
+	firstSeen := map[kv]int64{} // the earliest return of a certain observer
 	for _, o := range h {
+		var k kv
+		var certain bool
 		switch {
 		case o.Kind == Read && o.Outcome == OK:
-			seen[[2]string{o.Key, o.Value}] = true
+			k, certain = kv{o.Key, o.Value}, true
 		case o.Kind == CAS && o.Outcome != Fail:
-			seen[[2]string{o.Key, o.Expected}] = true
+			k, certain = kv{o.Key, o.Expected}, o.Outcome == OK
+		default:
+			continue
+		}
+		seen[k] = true
+		if r, ok := firstSeen[k]; certain && (!ok || o.Return < r) {
+			firstSeen[k] = o.Return
 		}
 	}
 	out := make([]Op, 0, len(h))
+	changed := false
 	for _, o := range h {
-		if o.Kind != Read && o.Outcome == Unknown && !seen[[2]string{o.Key, o.Value}] {
-			continue
+		if o.Kind != Read && o.Outcome == Unknown && o.Value != "" {
+			k := kv{o.Key, o.Value}
+			if !seen[k] {
+				changed = true
+				continue
+			}
+			if r, ok := firstSeen[k]; ok {
+				// Known to have taken effect by r: a write that
+				// returned then (at least its call's instant later).
+				o.Outcome, o.Return = OK, max(r, o.Call+1)
+				if o.Kind == CAS {
+					o.Outcome = OK // it took effect: its compare held
+				}
+				changed = true
+			}
 		}
 		out = append(out, o)
 	}
-	return out
+	return out, changed
 }
