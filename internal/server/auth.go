@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -22,32 +21,12 @@ import (
 // holds the first admin token (mode 0600).
 const AdminTokenFile = "admin-token"
 
-// coordStore is auth.Store over the coordinator: linearizable reads and
-// ordinary replicated writes.
-type coordStore struct{ c *kv.Coordinator }
-
-func (s coordStore) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	v, err := s.c.Get(ctx, key, kv.ReadOptions{})
-	if errors.Is(err, kv.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return v.Data, true, nil
-}
-
-func (s coordStore) Put(ctx context.Context, key, value []byte) error {
-	_, _, err := s.c.Put(ctx, key, value, kv.WriteOptions{})
-	return err
-}
-
 // withAuth puts api behind token checks when Config.Auth is on.
 func (s *Server) withAuth(api http.Handler, reg *prometheus.Registry) http.Handler {
 	if !s.cfg.Auth {
 		return api
 	}
-	s.authn = auth.New(coordStore{s.coord})
+	s.authn = auth.New(kv.ValueStore{C: s.coord})
 	for _, m := range []struct {
 		reason string
 		n      func() uint64

@@ -6,7 +6,6 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -105,24 +104,6 @@ func (a *memAdapter) HandleRequest(ctx context.Context, req *wire.Request) *wire
 	return a.coord.HandleRequest(ctx, req)
 }
 
-// coordStore is auth.Store over the coordinator, as internal/server wires it.
-type coordAuthStore struct{ c *kv.Coordinator }
-
-func (s coordAuthStore) Get(ctx context.Context, key []byte) ([]byte, bool, error) {
-	v, err := s.c.Get(ctx, key, kv.ReadOptions{})
-	if errors.Is(err, kv.ErrNotFound) {
-		return nil, false, nil
-	}
-	if err != nil {
-		return nil, false, err
-	}
-	return v.Data, true, nil
-}
-func (s coordAuthStore) Put(ctx context.Context, key, value []byte) error {
-	_, _, err := s.c.Put(ctx, key, value, kv.WriteOptions{})
-	return err
-}
-
 // docs/http-api.md, "Reserved keys": keys beginning with 0x00 are
 // Cairn's own; "listings skip them". docs/security.md: "The system keys
 // (first byte 0) are refused on the data routes whatever the role." With
@@ -133,7 +114,7 @@ func TestListingSkipsSystemKeys(t *testing.T) {
 	c := oneNode(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	authn := auth.New(coordAuthStore{c})
+	authn := auth.New(kv.ValueStore{C: c})
 	var admin string
 	for {
 		var err error
