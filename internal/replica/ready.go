@@ -144,6 +144,15 @@ func (r *Replica) Finish(rr *Round) {
 	}
 }
 
+// stepLocked steps msgs into raft.
+func (r *Replica) stepLocked(rn *raft.RawNode, msgs []raftpb.Message) {
+	for i := range msgs {
+		if err := rn.Step(msgs[i]); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
+			r.cfg.Logger.Debug("step", "err", err)
+		}
+	}
+}
+
 // drainLocked feeds the inbox (reports, ticks, messages, proposals, reads)
 // into raft.
 func (r *Replica) drainLocked() {
@@ -161,17 +170,26 @@ func (r *Replica) drainLocked() {
 		f(rn)
 	}
 	before := r.leader.Load() // as the last round left it
+	if before == r.cfg.NodeID {
+		// A leader whose round stalled (a slow sync, a starved process)
+		// finds its followers' answers, which came in meanwhile, beside
+		// the ticks that piled up: it steps the answers first, and at
+		// most one election timeout's ticks less one, so that its quorum
+		// check (every election timeout, with CheckQuorum) sees the
+		// followers it heard from. Ticks first, or more of them, and a
+		// check would find no follower heard since the last one: the
+		// leader would step down over a stall its followers never saw.
+		r.stepLocked(rn, msgs)
+		msgs = nil
+		ticks = min(ticks, r.cfg.ElectionTick-1)
+	}
 	for i := 0; i < ticks; i++ {
 		rn.Tick()
 	}
 	if campaign {
 		_ = rn.Campaign()
 	}
-	for i := range msgs {
-		if err := rn.Step(msgs[i]); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) && !errors.Is(err, raft.ErrStepLocalMsg) {
-			r.cfg.Logger.Debug("step", "err", err)
-		}
-	}
+	r.stepLocked(rn, msgs)
 	r.publishLocked()
 	lead := r.leader.Load()
 	if lead == 0 && ticks > 0 && r.mu.hadLeader {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -107,14 +108,19 @@ func TestSnapshotRoundWithLaterEntriesSurvivesAKillAtAnyPoint(t *testing.T) {
 	if err := <-installed; err != nil {
 		t.Fatalf("receive: %v", err)
 	}
+	// A sync hook that began before OnSync(nil) may still run (a flush in
+	// the background): the points are taken under the lock.
+	mu.Lock()
 	points = append(points, fs.CrashClone(0, nil))
+	taken := slices.Clone(points)
+	mu.Unlock()
 
-	for i, p := range points {
+	for i, p := range taken {
 		commit, err := restartAfterSnapshot(p, desc, md.Index)
 		if err != nil {
-			t.Errorf("kill point %d of %d: %v", i, len(points), err)
+			t.Errorf("kill point %d of %d: %v", i, len(taken), err)
 		}
-		if i == len(points)-1 && commit != md.Index+2 {
+		if i == len(taken)-1 && commit != md.Index+2 {
 			t.Errorf("after the round the hard state commits %d, want %d (the round's own)", commit, md.Index+2)
 		}
 	}
