@@ -244,6 +244,23 @@ func TestReplicationThroughEveryNode(t *testing.T) {
 	}
 }
 
+// ValueStore.PutIfAbsent writes a key once; later calls leave it as
+// the first one wrote it and say so.
+func TestValueStorePutIfAbsent(t *testing.T) {
+	c := newCluster(t, 3, 2, replica.Config{})
+	s := kv.ValueStore{C: c.nodes[2].coord}
+	k := []byte("once")
+	if written, err := s.PutIfAbsent(ctx5(t), k, []byte("a")); err != nil || !written {
+		t.Fatalf("first: written=%v %v", written, err)
+	}
+	if written, err := (kv.ValueStore{C: c.nodes[3].coord}).PutIfAbsent(ctx5(t), k, []byte("b")); err != nil || written {
+		t.Fatalf("second: written=%v %v, want not written", written, err)
+	}
+	if v, found, err := s.Get(ctx5(t), k); err != nil || !found || string(v) != "a" {
+		t.Fatalf("get: %q %v %v, want a", v, found, err)
+	}
+}
+
 func TestConditionalWritesAndVersions(t *testing.T) {
 	c := newCluster(t, 3, 2, replica.Config{})
 	n := c.nodes[2]

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -151,7 +152,7 @@ func (c *Coordinator) scan(ctx context.Context, q scanQuery) (scanPage, error) {
 			}
 			// Each node keeps to its share but answers one entry at
 			// least: together they may hold more than a page.
-			n := len(e.SortKey) + len(e.Term) + len(e.Value)
+			n := storage.EntryBytes(e)
 			if len(page.entries) > 0 && size+n > q.pageBytes {
 				full, leftover = true, true
 				return false

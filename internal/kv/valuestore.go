@@ -7,7 +7,8 @@ import (
 
 // ValueStore reads and writes plain values through a coordinator:
 // linearizable reads (found false for an absent key) and ordinary
-// replicated writes, without versions or options. The token records of
+// replicated writes, without versions or options, and create-only
+// writes. The token records of
 // internal/api/auth are kept with it (its Store).
 type ValueStore struct{ C *Coordinator }
 
@@ -27,4 +28,14 @@ func (s ValueStore) Get(ctx context.Context, key []byte) (value []byte, found bo
 func (s ValueStore) Put(ctx context.Context, key, value []byte) error {
 	_, _, err := s.C.Put(ctx, key, value, WriteOptions{})
 	return err
+}
+
+// PutIfAbsent writes key=value only if key is absent when the shard
+// applies the write; written is false when it was present.
+func (s ValueStore) PutIfAbsent(ctx context.Context, key, value []byte) (bool, error) {
+	_, _, err := s.C.Put(ctx, key, value, WriteOptions{Cond: CondIfAbsent})
+	if errors.Is(err, ErrPreconditionFailed) {
+		return false, nil
+	}
+	return err == nil, err
 }

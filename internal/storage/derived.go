@@ -29,9 +29,18 @@ func derivedMarker(tokStart, tokEnd uint64) []byte {
 	return binary.BigEndian.AppendUint64(k, tokEnd)
 }
 
+// MarkDerivedPending stages in b the marker of token range [tokStart,
+// tokEnd): an engine that opens with it rebuilds the range's derived
+// entries from its data. A batch that deletes a range's data carries it,
+// so that a crash before DropDerived has run leaves no entry of the range
+// behind (DropDerived clears it).
+func MarkDerivedPending(b *Batch, tokStart, tokEnd uint64) {
+	b.Set(derivedMarker(tokStart, tokEnd), nil)
+}
+
 func (e *Engine) setMarker(tokStart, tokEnd uint64) error {
 	b := e.NewBatch()
-	b.Set(derivedMarker(tokStart, tokEnd), nil)
+	MarkDerivedPending(b, tokStart, tokEnd)
 	return b.Commit(true)
 }
 

@@ -115,7 +115,7 @@ func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput,
 			if err != nil {
 				return out, err
 			}
-			n := len(e.SortKey) + len(e.Term) + len(e.Value)
+			n := EntryBytes(e)
 			if len(out.Entries) > 0 && size+n > o.MaxBytes {
 				out.More = true
 				return out, nil
@@ -138,6 +138,16 @@ func (s *Snapshot) scanIter(it *Iter, o ScanOptions, prefix []byte) (ScanOutput,
 		}
 	}
 	return out, nil
+}
+
+// EntryBytes is what a scan entry counts towards a page's byte bound: its
+// sort key (which holds the key), term, value and index terms.
+func EntryBytes(e wire.ScanEntry) int {
+	n := len(e.SortKey) + len(e.Term) + len(e.Value)
+	for _, t := range e.Terms {
+		n += len(t.Name) + len(t.Term)
+	}
+	return n
 }
 
 // scanEntry is the entry of sort key sk (token tok) a scan answers, with

@@ -1,6 +1,11 @@
 package storage
 
-import "testing"
+import (
+	"bytes"
+	"testing"
+
+	"github.com/cairn-db/cairn/internal/wire"
+)
 
 // Scan's byte bound is a bound: it answers entries of at most MaxBytes
 // together, and stops before an entry that would take it over (only a
@@ -42,5 +47,35 @@ func TestScanStopsBeforeTheByteBound(t *testing.T) {
 		if len(out.Entries) > 1 && size > c.maxBytes {
 			t.Fatalf("MaxBytes %d: %d bytes answered", c.maxBytes, size)
 		}
+	}
+}
+
+// The index terms a key-order scan answers with each object (Terms) count
+// towards the byte bound, as values do: an object's terms can take 16 KiB
+// where its value takes a byte.
+func TestScanByteBoundCountsTerms(t *testing.T) {
+	e, err := Open(t.TempDir(), Options{CacheSize: 1 << 20})
+	must(t, err)
+	defer e.Close()
+	var terms []wire.IndexTerm
+	for i := range 8 {
+		terms = append(terms, wire.IndexTerm{Name: "t_bin", Term: bytes.Repeat([]byte{byte('a' + i)}, 1000)})
+	}
+	for i, k := range []string{"a", "b", "c", "d"} {
+		putObject(t, e, uint64(i), k, terms...)
+	}
+	s := e.NewSnapshot()
+	defer s.Close()
+	out, err := s.Scan(ScanOptions{Limit: 10, MaxBytes: 10000, MaxExamined: 100, Values: true, Terms: true})
+	must(t, err)
+	size := 0
+	for _, en := range out.Entries {
+		size += len(en.SortKey) + len(en.Value)
+		for _, tm := range en.Terms {
+			size += len(tm.Name) + len(tm.Term)
+		}
+	}
+	if len(out.Entries) != 1 || !out.More || string(out.Last) != "a" {
+		t.Fatalf("%d entries (%d bytes with their terms), more %v, last %q; want the first alone, more, last \"a\"", len(out.Entries), size, out.More, out.Last)
 	}
 }

@@ -258,6 +258,9 @@ func (s *Store) destroy(d shard.Descriptor) error {
 	b := eng.NewBatch()
 	ds, de := storage.DataSpan(d.Start, d.End)
 	b.DeleteRange(ds, de)
+	// With the data: a crash before DropDerived below is done leaves the
+	// marker, and the next open drops the range's entries.
+	storage.MarkDerivedPending(b, d.Start, d.End)
 	deleteState(b, d.ID, d.Epoch)
 	if err := b.Commit(true); err != nil {
 		return fmt.Errorf("store: delete removed replica of shard %d: %w", d.ID, err)

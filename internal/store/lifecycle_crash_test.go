@@ -67,6 +67,17 @@ func (n *crashNode) crashPoints(op func()) []*storage.CrashableFS {
 	return append(out, n.fs.CrashClone(0, nil))
 }
 
+// removalPoints removes the local replica of d and returns the kill
+// points of the removal (crashPoints).
+func (n *crashNode) removalPoints(t *testing.T, d shard.Descriptor) []*storage.CrashableFS {
+	t.Helper()
+	return n.crashPoints(func() {
+		if err := n.st.removeLocal(d); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // restart opens a store (as a restart does: no bootstrap) on fs and
 // calls check with it.
 func (n *crashNode) restart(fs *storage.CrashableFS, check func(*Store)) error {
@@ -240,11 +251,7 @@ func TestRemovalSurvivesAKillAtAnyPoint(t *testing.T) {
 	if err := b.Commit(true); err != nil {
 		t.Fatal(err)
 	}
-	points := n.crashPoints(func() {
-		if err := n.st.removeLocal(removed); err != nil {
-			t.Fatal(err)
-		}
-	})
+	points := n.removalPoints(t, removed)
 	for i, fs := range points {
 		err := n.restart(fs, func(st *Store) {
 			_, dead := st.tombstone(1)
@@ -410,4 +417,53 @@ func TestCreationReplacesARemovedReplica(t *testing.T) {
 		t.Fatalf("CreateReplica at epoch %d left the removed replica in place", back.Epoch)
 	}
 	n.checkAlive(back)
+}
+
+// A removal killed at any instant never leaves the removed range's
+// key-order and index entries without their data: a node that restarts
+// with the replica's tombstone holds none of them. (Entries left behind
+// would be served again once the node holds a replica of the range
+// again: a snapshot's ingestion replaces only the entries of the objects
+// the range holds, and a listing would answer keys long deleted.)
+func TestRemovalDropsDerivedEntriesAtAnyKillPoint(t *testing.T) {
+	n := newCrashNode(t)
+	removed, _ := removedAndBack(n.st.Replica(1).Desc())
+	b := n.eng.NewBatch()
+	x := []wire.IndexTerm{{Name: "x_bin", Term: []byte("t")}}
+	for i := range 10 {
+		k := []byte(fmt.Sprint("k", i))
+		tok := shard.Token(k)
+		b.Set(storage.DataKey(tok, k), storage.EncodeValueMeta(6, x, k))
+		storage.DerivedWrites(tok, k, nil, false, x, false, b.Delete, b.Set)
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	points := n.removalPoints(t, removed)
+	for i, fs := range points {
+		err := n.restart(fs, func(st *Store) {
+			if _, dead := st.tombstone(1); !dead {
+				return
+			}
+			it, err := st.cfg.Engine.NewIter(storage.KeyOrderPrefix(), storage.IndexPrefix("x_bin")[:1:1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it.First() {
+				t.Errorf("kill point %d of %d: the removed replica's data is gone, its derived entry %q is left", i, len(points), it.Key())
+			}
+			it.Close()
+			it, err = st.cfg.Engine.NewIter(storage.IndexPrefix("x_bin"), storage.PrefixEnd(storage.IndexPrefix("x_bin")))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if it.First() {
+				t.Errorf("kill point %d of %d: the removed replica's data is gone, its index entry %q is left", i, len(points), it.Key())
+			}
+			it.Close()
+		})
+		if err != nil {
+			t.Errorf("kill point %d of %d: the node does not start: %v", i, len(points), err)
+		}
+	}
 }

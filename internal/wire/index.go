@@ -31,6 +31,10 @@ const (
 	IndexSuffixInt = "_int"
 )
 
+// EtcdLeaseIndex is the index whose term is the etcd lease a key was put
+// with (the etcd API's; internal/api/etcd/lease_term.go).
+const EtcdLeaseIndex = "etcd-lease_int"
+
 // ErrBadIndex is returned for an index name or term that is not valid.
 var ErrBadIndex = errors.New("wire: bad index")
 
