@@ -26,8 +26,8 @@ func (c *conn) handle(st *stream) {
 			if w.sent || p == http.ErrAbortHandler {
 				c.enqueue(&part{st: st, rst: http2.ErrCodeInternal, end: true})
 			} else {
-				c.enqueue(&part{st: st, status: http.StatusInternalServerError,
-					header: http.Header{"Content-Type": {"text/plain; charset=utf-8"}}, data: []byte("internal error\n"), end: true})
+				h, body := c.s.rejection(http.StatusInternalServerError, "internal error")
+				c.enqueue(&part{st: st, status: http.StatusInternalServerError, header: h, data: body, end: true})
 			}
 		}
 		st.cancel()

@@ -73,6 +73,8 @@ type conn struct {
 		// connStallAt: when the answers waiting for the connection's
 		// send window end the connection (zero: none waits; stall.go).
 		connStallAt time.Time
+		// sent: the bytes of answers sent on the connection so far.
+		sent int64
 	}
 	wake       chan struct{}
 	writerDone chan struct{}
@@ -95,9 +97,16 @@ type stream struct {
 	// Guarded by conn.mu.
 	sendWin int64
 	reset   bool
-	// stallAt: when the answer, waiting for the stream's send window, is
-	// reset (zero: it does not wait for it; stall.go).
-	stallAt time.Time
+	// The answer's stall clock (stall.go): clock: it runs (the answer
+	// waited for window, and minProgress bytes did not go out since);
+	// waitFrom: when its current wait began (zero: it does not wait);
+	// waited: how long its earlier waits took; progress: the bytes sent
+	// since the clock started; connMark: the connection's sent then.
+	clock    bool
+	waitFrom time.Time
+	waited   time.Duration
+	progress int64
+	connMark int64
 }
 
 // part is a piece of an answer for the writer.
@@ -219,10 +228,7 @@ func (c *conn) resetStream(id uint32, code http2.ErrCode) {
 // answer sends a short answer without a handler (the stream is refused).
 // open: the client may still send DATA on it.
 func (c *conn) answer(st *stream, status int, msg string, ended bool) {
-	h := http.Header{"Content-Type": {"text/plain; charset=utf-8"}}
-	if status == http.StatusServiceUnavailable {
-		h.Set("Retry-After", "1")
-	}
+	h, body := c.s.rejection(status, msg)
 	c.mu.Lock()
 	if _, open := c.streams[st.id]; !open {
 		st.sendWin = c.mu.initialWindow
@@ -230,11 +236,42 @@ func (c *conn) answer(st *stream, status int, msg string, ended bool) {
 	c.mu.running++
 	c.mu.active[st.id] = st
 	c.mu.Unlock()
-	c.enqueue(&part{st: st, status: status, header: h, data: []byte(msg + "\n"), end: true})
+	c.enqueue(&part{st: st, status: status, header: h, data: body, end: true})
 	if !ended {
 		// The client may still be sending the body: it is read and dropped.
 		st.refused = true
 	}
+}
+
+// rejection is the header and body of the server's own answer of status
+// (Reject's, or plain text).
+func (s *Server) rejection(status int, msg string) (http.Header, []byte) {
+	w := &rejectWriter{header: make(http.Header, 2), status: status}
+	if s.Reject != nil {
+		s.Reject(w, status, msg)
+	} else {
+		w.header.Set("Content-Type", "text/plain; charset=utf-8")
+		w.body = []byte(msg + "\n")
+	}
+	if status == http.StatusServiceUnavailable {
+		w.header.Set("Retry-After", "1")
+	}
+	return w.header, w.body
+}
+
+// rejectWriter collects what Reject writes (its status is the one
+// given).
+type rejectWriter struct {
+	header http.Header
+	status int
+	body   []byte
+}
+
+func (w *rejectWriter) Header() http.Header { return w.header }
+func (w *rejectWriter) WriteHeader(int)     {}
+func (w *rejectWriter) Write(p []byte) (int, error) {
+	w.body = append(w.body, p...)
+	return len(p), nil
 }
 
 func (c *conn) enqueue(p *part) {

@@ -32,11 +32,11 @@
 //     the budget. Answers are sent within the client's windows; an answer
 //     the client does not read stalls only its stream, and a write to the
 //     socket that does not finish within WriteTimeout [30 s] closes the
-//     connection. An answer that waits WriteTimeout for the client to
-//     open a window (each WINDOW_UPDATE restarts the wait) is abandoned:
-//     when its stream's window is closed the stream is reset
-//     (RST_STREAM CANCEL, the handler's writes fail), when the
-//     connection's is, the connection ends (GOAWAY FLOW_CONTROL_ERROR).
+//     connection. An answer that waits WriteTimeout in all for the client's
+//     windows while less than 16 KiB of it goes out is abandoned: its
+//     stream is reset (RST_STREAM CANCEL, the handler's writes fail); a
+//     connection whose window gets no WINDOW_UPDATE for WriteTimeout
+//     while answers wait for it ends (GOAWAY FLOW_CONTROL_ERROR).
 //   - IdleTimeout [2 min]: a connection that gets no frame for that
 //     long while no handler runs and no answer waits to be written is
 //     closed (after a GOAWAY); the requests it left half sent (a body
@@ -50,6 +50,11 @@
 //     CANCEL) and reading ends (the answers under way are still written,
 //     within the bounds above). Streams opened after the GOAWAY are
 //     ignored (their DATA counted against the connection's window).
+//
+// A request whose content-length field does not announce the bytes of
+// its DATA frames (RFC 9113 §8.1.1: malformed) is answered 400 and its
+// handler never runs. The answers the server gives itself (400, 413,
+// 431, 503, a handler's panic) are written by Server.Reject when set.
 //
 // An answer its handler writes past 64 KiB, or flushes (http.Flusher),
 // goes out in parts, the handler waiting for each to be written: a long

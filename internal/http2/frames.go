@@ -7,7 +7,9 @@ package http2
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/http1"
@@ -115,7 +117,8 @@ func (c *conn) adjustWindows(delta int64) {
 func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	// An update restarts the clock of the answers waiting for it.
+	// An update to the connection's window restarts its clock; a
+	// stream's clock restarts only once enough is sent (stall.go).
 	if f.StreamID == 0 {
 		c.mu.sendConn += int64(f.Increment)
 		c.mu.connStallAt = time.Time{}
@@ -129,7 +132,6 @@ func (c *conn) windowUpdate(f *http2.WindowUpdateFrame) error {
 		}
 		if st != nil {
 			st.sendWin += int64(f.Increment)
-			st.stallAt = time.Time{}
 		}
 	}
 	c.signal()
@@ -192,6 +194,25 @@ func (c *conn) headers(f *http2.MetaHeadersFrame) error {
 	return nil
 }
 
+// lengthMismatch says what is wrong when a request's content-length
+// fields (cl) do not announce the n bytes its DATA frames carried.
+func lengthMismatch(cl []string, n int) string {
+	if len(cl) == 0 {
+		return ""
+	}
+	if len(cl) > 1 {
+		return "more than one content-length"
+	}
+	v, err := strconv.ParseUint(cl[0], 10, 63)
+	if err != nil {
+		return fmt.Sprintf("bad content-length %q", cl[0])
+	}
+	if v != uint64(n) {
+		return fmt.Sprintf("content-length %d, but the body has %d bytes", v, n)
+	}
+	return ""
+}
+
 // giveBack returns n bytes of receive window to the client (stream 0:
 // only the connection's).
 func (c *conn) giveBack(id uint32, n int64) {
@@ -220,6 +241,12 @@ func (c *conn) endStream(st *stream) {
 		return
 	}
 	req := st.req
+	if msg := lengthMismatch(req.Header["Content-Length"], len(st.body)); msg != "" {
+		// Malformed (RFC 9113 §8.1.1): the body is not the one announced.
+		c.answer(st, http.StatusBadRequest, msg, true)
+		st.drop(c)
+		return
+	}
 	if len(st.body) > 0 {
 		req.Body = http1.NewBody(st.body)
 		req.ContentLength = int64(len(st.body))

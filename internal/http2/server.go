@@ -34,7 +34,12 @@ type Server struct {
 	// waits for the client to open its flow-control window (each window
 	// update restarts the wait). Default 30 s.
 	WriteTimeout time.Duration
-	Logger       *slog.Logger
+	// Reject writes the answer to a request the server refuses itself
+	// (a body over MaxBodyBytes or the budget, header fields too large,
+	// a content-length its body does not hold, a handler's panic), as
+	// the HTTP/1.1 server's Reject does; nil: plain text.
+	Reject func(w http.ResponseWriter, status int, msg string)
+	Logger *slog.Logger
 
 	mu struct {
 		sync.Mutex

@@ -6,12 +6,28 @@ package http2
 // reading) would otherwise hold the answer, its handler and the
 // connection for ever: the writer waits for window, not on the socket, so
 // no write deadline passes, and the reader has no deadline while answers
-// are owed. So each wait is bounded by WriteTimeout, counted afresh at
-// each window update: a stream whose own window stays closed that long
-// is reset (RST_STREAM CANCEL, its handler's writes fail), and a
-// connection whose window stays closed that long ends (GOAWAY
-// FLOW_CONTROL_ERROR). The clocks run only while an answer waits, and
-// the writer's timer only then: a client that reads is not slowed.
+// are owed. So each wait is bounded by WriteTimeout:
+//
+//   - an answer that can send nothing, for want of its stream's window or
+//     the connection's, starts its stream's clock, which counts the time
+//     the answer waits for window (not the time its handler takes to
+//     write it); the clock restarts only once minProgress bytes of the
+//     answer went out (or the answer ended), so a client that opens a
+//     byte of window now and then, just inside the bound, does not hold
+//     the answer for ever: it is reset (RST_STREAM CANCEL, its handler's
+//     writes fail) once it waited WriteTimeout in all unless minProgress
+//     bytes went out meanwhile; an answer that waits for the
+//     connection's window only (its stream's is open) counts the bytes
+//     of every answer on the connection instead, since the others take
+//     that window: a client reading many answers at once, steadily, has
+//     them all whatever their turn;
+//   - a connection whose window stays closed, no WINDOW_UPDATE for it,
+//     for WriteTimeout ends (GOAWAY FLOW_CONTROL_ERROR).
+//
+// A client that reads slowly but steadily, minProgress bytes within each
+// WriteTimeout, gets its whole answer however long it takes. The clocks
+// run only while an answer waits, and the writer's timer only then: a
+// client that reads is not slowed.
 
 import (
 	"errors"
@@ -42,30 +58,39 @@ func (sl *stall) note(t time.Time) {
 	}
 }
 
+// minProgress is how many bytes of a waiting answer must go out within
+// WriteTimeout to restart its clock.
+const minProgress = 16 << 10
+
 // waitWindow runs the clocks of a part that can send nothing for want of
-// window (c.mu held) and reports whether its stream's window stayed
-// closed past the bound.
+// window (c.mu held) and reports whether its stream waited past the
+// bound without minProgress bytes sent.
 func (c *conn) waitWindow(st *stream, now time.Time, sl *stall) bool {
 	bound := c.s.writeTimeout()
-	if st.sendWin <= 0 {
-		if st.stallAt.IsZero() {
-			st.stallAt = now.Add(bound)
-		} else if !now.Before(st.stallAt) {
-			return true
-		}
-		sl.note(st.stallAt)
-	} else {
-		st.stallAt = time.Time{}
-	}
 	if c.mu.sendConn <= 0 {
 		sl.connWaits = true
 		if c.mu.connStallAt.IsZero() {
 			c.mu.connStallAt = now.Add(bound)
 		} else if !now.Before(c.mu.connStallAt) {
-			sl.kill = true
+			sl.kill = true // the connection ends: no stream need be reset
 		}
 		sl.note(c.mu.connStallAt)
 	}
+	// A clock starts afresh when none runs, and when the answer waits
+	// for the connection's window only, which other answers take: it is
+	// the connection's progress that tells whether the client reads.
+	if !st.clock || st.sendWin > 0 && c.mu.sent-st.connMark >= minProgress {
+		st.clock, st.waitFrom, st.waited = true, now, 0
+		st.progress, st.connMark = 0, c.mu.sent
+	}
+	if st.waitFrom.IsZero() {
+		st.waitFrom = now
+	}
+	at := st.waitFrom.Add(bound - st.waited)
+	if !now.Before(at) && !sl.kill {
+		return true
+	}
+	sl.note(at)
 	return false
 }
 
@@ -97,4 +122,21 @@ func (c *conn) waitTimer(next time.Time) {
 	}
 	c.wait(c.stallTimer.C)
 	c.stallTimer.Stop()
+}
+
+// sent counts n bytes of st's answer sent at now (c.mu held); ended:
+// its last. The wait they end is added to the clock; enough of them
+// stop it.
+func (st *stream) sent(n int64, ended bool, now time.Time) {
+	if !st.clock {
+		return
+	}
+	if !st.waitFrom.IsZero() {
+		st.waited += now.Sub(st.waitFrom)
+		st.waitFrom = time.Time{}
+	}
+	st.progress += n
+	if ended || st.progress >= minProgress {
+		st.clock, st.waited, st.progress = false, 0, 0
+	}
 }

@@ -236,24 +236,18 @@ func (c *conn) takeChunks(out []chunk) ([]chunk, stall) {
 					continue
 				}
 			} else {
-				st.stallAt = time.Time{}
+				c.spend(st, allow, false, &now)
 			}
 			if head || allow > 0 {
 				out = append(out, chunk{p: p, head: head, data: p.data[:allow]})
 				p.headSent = true
 				p.data = p.data[allow:]
-				c.mu.sendConn -= allow
-				st.sendWin -= allow
 			}
 			keep = append(keep, p)
 			continue
 		}
 		out = append(out, chunk{p: p, head: head, data: p.data, last: true})
-		c.mu.sendConn -= n
-		st.sendWin -= n
-		if !st.stallAt.IsZero() {
-			st.stallAt = time.Time{}
-		}
+		c.spend(st, n, p.end, &now)
 	}
 	for i := len(keep); i < len(q); i++ {
 		q[i] = nil
@@ -263,6 +257,20 @@ func (c *conn) takeChunks(out []chunk) ([]chunk, stall) {
 		c.mu.connStallAt = time.Time{}
 	}
 	return out, sl
+}
+
+// spend takes n bytes of st's answer off the send windows and counts
+// them on the connection and on the answer's stall clock (c.mu held);
+// ended: the answer's last. *now is read once a round, when a clock
+// runs.
+func (c *conn) spend(st *stream, n int64, ended bool, now *time.Time) {
+	c.mu.sendConn -= n
+	st.sendWin -= n
+	c.mu.sent += n
+	if st.clock && now.IsZero() {
+		*now = time.Now()
+	}
+	st.sent(n, ended, *now)
 }
 
 // writeChunk writes a chunk's frames.
