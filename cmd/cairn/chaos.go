@@ -304,6 +304,9 @@ func runScenario(ctx context.Context, cmd *cobra.Command, s chaos.Scenario, dir 
 	if len(r.LostKeys) > 0 {
 		fmt.Fprintf(w, "  lost: %s\n", strings.Join(r.LostKeys[:min(10, len(r.LostKeys))], ", "))
 	}
+	if r.ReadBackError != "" {
+		fmt.Fprintf(w, "  the healed cluster did not answer a read of an acknowledged write: %s\n", r.ReadBackError)
+	}
 	for _, a := range r.AppliedTwice[:min(10, len(r.AppliedTwice))] {
 		fmt.Fprintf(w, "  applied twice: %s\n", a)
 	}

@@ -1,10 +1,6 @@
 package integration
 
 import (
-	"encoding/json"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 )
 
@@ -23,17 +19,8 @@ func runChaosDepth(t *testing.T, args ...string) (depthResult, string, error) {
 		t.Skip("starts real processes")
 	}
 	out := t.TempDir()
-	cmd := exec.Command(binary, append(append([]string{"chaos"}, args...), "--out", out)...)
-	b, runErr := cmd.CombinedOutput()
-	t.Logf("%s", tail(string(b), 12))
-	raw, err := os.ReadFile(filepath.Join(out, "results.json"))
-	if err != nil {
-		t.Fatalf("no results.json (%v): %v", runErr, err)
-	}
 	var r depthResult
-	if err := json.Unmarshal(raw, &r); err != nil {
-		t.Fatal(err)
-	}
+	runErr := chaosInto(t, out, args, &r)
 	return r, out, runErr
 }
 

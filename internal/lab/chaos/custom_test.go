@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"github.com/cairn-db/cairn/internal/lab/result"
+	"strings"
 	"testing"
 	"time"
 )
@@ -130,5 +131,17 @@ func TestHalfBaseline(t *testing.T) {
 		if got := halfBaseline(pts(c.tp...), 2000, 8000, 100); got != c.want {
 			t.Errorf("case %d: %d, want %d", i, got, c.want)
 		}
+	}
+}
+
+// A run whose acknowledged writes could not all be read back after
+// healing fails, with the reason, even with every other check passing.
+func TestReadBackErrorFails(t *testing.T) {
+	r := Result{Linearizable: true, ReplicasConverged: true, ReadBackError: "reading k: timeout"}
+	if r.Passed() {
+		t.Fatal("a run whose writes could not be read back passed")
+	}
+	if f := r.Failures(); len(f) != 1 || !strings.Contains(f[0], "reading k: timeout") {
+		t.Fatalf("failures %q, want the read-back error", f)
 	}
 }

@@ -233,10 +233,13 @@ func checkRun(res *Result, rec *recorder, elapsed time.Duration, dir string, end
 		}
 		return string(v.Value), err == nil, err
 	})
-	if err != nil {
-		return err
-	}
 	res.AckedWrites, res.LostWrites, res.LostKeys = len(rec.acked), len(lost), lost
+	if err != nil {
+		// The healed cluster did not answer a read: the run fails, and
+		// the other checks still run (and the next scenario after it).
+		res.ReadBackError = err.Error()
+		logf("reading the acknowledged writes back: %v", err)
+	}
 	if rec.indexed {
 		logf("checking %d indexed writes with index queries…", len(rec.indexWrites))
 		res.Index = checkIndex(rec.indexWrites, cl)

@@ -110,6 +110,9 @@ func (r *Result) Failures() []string {
 	if r.LostWrites > 0 {
 		out = append(out, fmt.Sprintf("%d acknowledged writes lost", r.LostWrites))
 	}
+	if r.ReadBackError != "" {
+		out = append(out, "the healed cluster did not answer a read of an acknowledged write: "+r.ReadBackError)
+	}
 	if len(r.AppliedTwice) > 0 {
 		out = append(out, fmt.Sprintf("%d writes applied twice", len(r.AppliedTwice)))
 	}

@@ -108,6 +108,9 @@ type Result struct {
 	CheckTimedOut bool     `json:"check_timed_out,omitempty"`
 	LostWrites    int      `json:"lost_writes"`
 	LostKeys      []string `json:"lost_keys,omitempty"`
+	// ReadBackError: an acknowledged write could not be read back after
+	// healing (the healed cluster did not answer): the run fails.
+	ReadBackError string `json:"read_back_error,omitempty"`
 	// AppliedTwice lists the writes that took effect more than once (a
 	// retry applied again, a compare-and-set evaluated again:
 	// checker.AppliedTwice); empty when none.
