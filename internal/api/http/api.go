@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -153,6 +154,14 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 	// the mux would clean: the redirect would answer another term's (or
 	// index's) objects.
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := checkQuery(r.URL.RawQuery); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
+		if err := repeatedField(r); err != nil {
+			badRequest(w, err.Error())
+			return
+		}
 		switch p := r.URL.Path; {
 		case strings.HasPrefix(p, "/v1/kv/") && cleanPath(p):
 			kv.ServeHTTP(w, r)
@@ -165,9 +174,46 @@ func New(b Backend, cfg Config) (http.Handler, error) {
 		case p == "/v0/entity":
 			entity.ServeHTTP(w, r)
 		default:
-			mux.ServeHTTP(w, r)
+			// What the mux would answer other than in JSON: an empty 400
+			// to an asterisk target, a redirect to the path cleaned of
+			// empty, "." and ".." segments, or one from a subtree's
+			// path without its slash (/v1/index) to the subtree.
+			switch {
+			case r.RequestURI == "*" || !strings.HasPrefix(p, "/"):
+				badRequest(w, "the request target must be a path beginning with /")
+			case !cleanPath(r.URL.EscapedPath()):
+				badRequest(w, "the path has an empty, \".\" or \"..\" segment")
+			case isSubtreeRedirect(mux, r):
+				writeError(w, http.StatusNotFound, "not_found", "no such path: "+p+" (the routes under it begin "+p+"/)")
+			default:
+				mux.ServeHTTP(w, r)
+			}
 		}
 	}), nil
+}
+
+// checkQuery refuses a query string that does not parse: url.Values
+// drops the pair that fails and every parameter still reads, so
+// "prefix=a;b" would list every key and "replicas=%zz" write with the
+// default replicas. Only a semicolon or a bad escape fails a parse.
+func checkQuery(q string) error {
+	if !strings.ContainsAny(q, "%;") {
+		return nil
+	}
+	if _, err := url.ParseQuery(q); err != nil {
+		return fmt.Errorf("malformed query: %v (escape ';' as %%3B and '%%' as %%25)", err)
+	}
+	return nil
+}
+
+// isSubtreeRedirect reports whether mux would redirect r's path (clean)
+// to the subtree of the same name with a slash (/v1/index to /v1/index/).
+func isSubtreeRedirect(mux *http.ServeMux, r *http.Request) bool {
+	if strings.HasSuffix(r.URL.Path, "/") {
+		return false
+	}
+	_, pattern := mux.Handler(r)
+	return pattern == r.URL.Path+"/"
 }
 
 // cleanPath reports whether p has no empty, "." or ".." segment, so

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cairn-db/cairn/internal/cluster"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/cairn-db/cairn/internal/wire"
 )
@@ -17,6 +18,10 @@ import (
 // index terms: X-Cairn-Index-<name>: <term>[, <term>...]. Index names are
 // case-insensitive (HTTP header names are): Cairn keeps them lowercased.
 const indexHeaderPrefix = "X-Cairn-Index-"
+
+// reservedIndexPrefix begins the names of the indexes the etcd API
+// keeps (wire.EtcdLeaseIndex): an HTTP PUT cannot set their terms.
+const reservedIndexPrefix = "etcd-"
 
 // parseIndexHeaders reads a PUT's index terms from its headers. A term
 // given more than once (in one header line or several, or for an _int
@@ -34,6 +39,12 @@ func parseIndexHeaders(h http.Header) ([]wire.IndexTerm, error) {
 		idx := strings.ToLower(name[len(indexHeaderPrefix):])
 		if err := wire.ValidIndexName(idx); err != nil {
 			return nil, fmt.Errorf("header %s: index names are letters, digits, '_' and '-', at most %d bytes, ending in _bin or _int", name, wire.MaxIndexName)
+		}
+		if strings.HasPrefix(idx, reservedIndexPrefix) {
+			// The etcd API keeps a key's lease there: a term set over
+			// HTTP would make the etcd API report a lease the key does
+			// not have.
+			return nil, fmt.Errorf("header %s: index names beginning with %q are the etcd API's", name, reservedIndexPrefix)
 		}
 		for _, v := range vals {
 			for _, part := range strings.Split(v, ",") {
@@ -170,6 +181,12 @@ func (a *api) v1Index(w http.ResponseWriter, r *http.Request) {
 	}
 	ans := indexAnswer{Entries: make([]indexEntry, 0, len(page.Entries))}
 	for _, e := range page.Entries {
+		if cluster.IsReserved(e.Key) {
+			// Keys beginning with 0x00 (the etcd API's keys that begin
+			// with 0x00, kept under 0x00 0xFF) are out of the HTTP API's
+			// reach, as in listings.
+			continue
+		}
 		ie := indexEntry{jsonKey: makeJSONKey(e.Key)}
 		if returnTerms {
 			if t := e.Term.Text(); utf8.ValidString(t) {

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -168,11 +169,25 @@ func nodeID(w http.ResponseWriter, r *http.Request) (uint64, bool) {
 }
 
 // decodeBody decodes a JSON body of at most maxAdminBody bytes into v,
-// refusing unknown fields; it answers 400 itself.
+// refusing unknown fields and anything but an object; it answers 400
+// itself.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxAdminBody))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	var raw json.RawMessage
+	if err := dec.Decode(&raw); err != nil {
+		badRequest(w, "request body: want a JSON object: "+err.Error())
+		return false
+	}
+	// null decodes into v as nothing at all: a request that asked for
+	// nothing would be answered as if it had asked for the defaults.
+	if raw[0] != '{' {
+		badRequest(w, "request body: want a JSON object, not "+jsonKind(raw[0]))
+		return false
+	}
+	obj := json.NewDecoder(bytes.NewReader(raw))
+	obj.DisallowUnknownFields()
+	if err := obj.Decode(v); err != nil {
 		badRequest(w, "request body: want a JSON object: "+err.Error())
 		return false
 	}
@@ -183,6 +198,22 @@ func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 		return false
 	}
 	return true
+}
+
+// jsonKind names the kind of the JSON value beginning with c.
+func jsonKind(c byte) string {
+	switch c {
+	case 'n':
+		return "null"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	default:
+		return "a number"
+	}
 }
 
 // membershipError maps the cluster package's errors to status codes.

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -162,5 +163,31 @@ func TestMembershipRoutesWithoutMembership(t *testing.T) {
 	r := do(t, h, "GET", "/v1/admin/nodes", nil, nil)
 	if r.code != 503 || errCode(t, r) != "membership_not_ready" {
 		t.Fatalf("nodes without membership: %d %s", r.code, r.body)
+	}
+}
+
+// A body that is JSON but not an object (null, a number, a list) is not
+// a request: PUT /v1/admin/settings with null answered 200 {} as if
+// the client had asked for nothing, and a join with null would have
+// gone on with a zero request. Both are 400 naming what is wanted, and
+// nothing changes.
+func TestAdminBodyMustBeAnObject(t *testing.T) {
+	f := &fakeMembers{rec: cluster.Bootstrap(map[uint64]string{1: "p1", 2: "p2", 3: "p3"})}
+	h := mustNew(t, newFake(), Config{Members: f})
+	before := fmt.Sprintf("%+v", f.rec)
+	for _, body := range []string{`null`, ` null `, `1`, `"x"`, `[]`, `true`} {
+		for _, path := range []string{"/v1/admin/settings", "/v1/admin/nodes/join"} {
+			method := "PUT"
+			if strings.HasSuffix(path, "join") {
+				method = "POST"
+			}
+			r := do(t, h, method, path, strings.NewReader(body), nil)
+			if r.code != 400 || errCode(t, r) != "bad_request" || !strings.Contains(r.body, "JSON object") {
+				t.Errorf("%s %s with body %s: %d %s, want 400 bad_request naming a JSON object", method, path, body, r.code, r.body)
+			}
+		}
+	}
+	if after := fmt.Sprintf("%+v", f.rec); after != before {
+		t.Errorf("the membership record changed: %s, was %s", after, before)
 	}
 }

@@ -89,7 +89,8 @@ func isETagc(s string) bool {
 	return true
 }
 
-// writeOptions reads replicas, conditions and the request id of a write.
+// writeOptions reads replicas, conditions and the request id of a write;
+// conditional is false for a route without conditions, which refuses them.
 func (a *api) writeOptions(r *http.Request, conditional bool) (kv.WriteOptions, error) {
 	var o kv.WriteOptions
 	var err error
@@ -100,12 +101,23 @@ func (a *api) writeOptions(r *http.Request, conditional bool) (kv.WriteOptions, 
 		if len(id) > 32 {
 			return o, errors.New("Cairn-Request-Id longer than 32 bytes")
 		}
+		for i := 0; i < len(id); i++ {
+			if c := id[i]; c < 0x20 || c > 0x7e {
+				return o, fmt.Errorf("Cairn-Request-Id: byte %#02x at %d is not printable ASCII", c, i)
+			}
+		}
 		o.RequestID = []byte(id)
 	}
+	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
 	if !conditional {
+		// Ignoring a condition would write where the client asked not to.
+		for name, v := range map[string]string{"If-Match": im, "If-None-Match": inm} {
+			if v != "" {
+				return o, fmt.Errorf("%s is not served on /v0/entity (its writes have no conditions): use /v1/kv/{key}", name)
+			}
+		}
 		return o, nil
 	}
-	im, inm := r.Header.Get("If-Match"), r.Header.Get("If-None-Match")
 	switch {
 	case im != "" && inm != "":
 		return o, errors.New("If-Match and If-None-Match cannot be combined")
