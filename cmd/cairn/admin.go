@@ -25,6 +25,7 @@ func newAdminCmd() *cobra.Command {
 	cmd := &cobra.Command{Use: "admin", Short: "Change the cluster's membership, move replicas, tune the balancer",
 		Long: `Administer a running cluster through one node's admin API (any node:
 the membership record is replicated). See docs/operations.md.`}
+	cmd.SetFlagErrorFunc(hideLongArgs)
 	pf := cmd.PersistentFlags()
 	pf.StringVar(&endpoint, "endpoint", "http://127.0.0.1:8080", "URL of any node of the cluster")
 	pf.DurationVar(&timeout, "timeout", 10*time.Second, "deadline of the call")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -21,6 +22,7 @@ import (
 // revoke one. It is meant to sit under `cairn admin`.
 func newTokenCmd(conn *accessFlags) *cobra.Command {
 	var role string
+	var ttl time.Duration
 	timeout := 10 * time.Second
 	cmd := &cobra.Command{Use: "token", Short: "Manage the bearer tokens of a cluster started with --auth"}
 	// setup returns the admin token, a client and the node's base URL
@@ -45,7 +47,8 @@ func newTokenCmd(conn *accessFlags) *cobra.Command {
 		Short: "Create a token of a role (read, write or admin) and print it",
 		Long: `Create a bearer token of a role and print it (its id, which names it to
 revoke it, goes to stderr). The cluster stores only its SHA-256 (the id);
-the token is shown this once. Needs an admin token (--token, or the environment variable
+the token is shown this once. With --ttl it works for that long, then is
+refused everywhere (its expiry goes to stderr). Needs an admin token (--token, or the environment variable
 CAIRN_TOKEN): the first one is made by the node of lowest id at the first
 start with --auth, in its DATA-DIR/admin-token.`,
 		Args: cobra.NoArgs,
@@ -54,17 +57,24 @@ start with --auth, in its DATA-DIR/admin-token.`,
 			if err != nil {
 				return err
 			}
-			tok, err := createToken(cmd.Context(), hc, base, admin, role)
+			if ttl < 0 || ttl > 0 && ttl < time.Second || ttl > auth.MaxTokenTTL {
+				return usageError{fmt.Errorf("--ttl %v: want 1s to %v, or 0 for a token that does not expire", ttl, auth.MaxTokenTTL)}
+			}
+			tok, expires, err := createToken(cmd.Context(), hc, base, admin, role, ttl)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintln(cmd.OutOrStdout(), tok)
 			// The id on stderr: scripts take the token from stdout.
 			fmt.Fprintln(cmd.ErrOrStderr(), "token id (to revoke it):", auth.TokenID(tok))
+			if expires != "" {
+				fmt.Fprintln(cmd.ErrOrStderr(), "expires:", expires)
+			}
 			return nil
 		},
 	}
 	create.Flags().StringVar(&role, "role", "read", "the token's role: read, write or admin")
+	create.Flags().DurationVar(&ttl, "ttl", 0, "how long the token works (e.g. 24h; at most 87600h); 0: until revoked")
 	revoke := &cobra.Command{
 		Use:   "revoke ID|TOKEN",
 		Short: "Revoke a token, named by its id or by the token itself",
@@ -100,14 +110,20 @@ the token it is made with: make another admin token first.`,
 	return cmd
 }
 
-// createToken asks the node at base for a token of role.
-func createToken(ctx context.Context, hc *http.Client, base, admin, role string) (string, error) {
-	var out struct{ Token string }
-	err := tokenRequest(ctx, hc, http.MethodPost, strings.TrimRight(base, "/")+auth.TokensPath+"?role="+url.QueryEscape(role), admin, http.StatusCreated, &out)
+// createToken asks the node at base for a token of role that works for
+// ttl (0: until revoked); it returns the token and when it expires (""
+// if never).
+func createToken(ctx context.Context, hc *http.Client, base, admin, role string, ttl time.Duration) (string, string, error) {
+	var out struct{ Token, Expires string }
+	target := strings.TrimRight(base, "/") + auth.TokensPath + "?role=" + url.QueryEscape(role)
+	if ttl > 0 {
+		target += "&ttl=" + url.QueryEscape(ttl.String())
+	}
+	err := tokenRequest(ctx, hc, http.MethodPost, target, admin, http.StatusCreated, &out)
 	if err == nil && out.Token == "" {
 		err = fmt.Errorf("the node answered no token")
 	}
-	return out.Token, err
+	return out.Token, out.Expires, err
 }
 
 // revokeToken asks the node at base to revoke the token of id.
@@ -146,4 +162,23 @@ func tokenRequest(ctx context.Context, hc *http.Client, method, target, admin st
 		}
 	}
 	return nil
+}
+
+// hideLongArgs is a flag error that does not echo a long argument: a
+// token (or its secret part) that starts with '-' is read as a flag, and
+// the parser's message would print it. The message says how to pass it.
+func hideLongArgs(_ *cobra.Command, err error) error {
+	fields := strings.Fields(err.Error())
+	hidden := false
+	for i, f := range fields {
+		if len(strings.TrimLeft(f, "-")) >= 20 {
+			fields[i] = fmt.Sprintf("(an argument of %d characters, not shown)", len(f))
+			hidden = true
+		}
+	}
+	msg := strings.Join(fields, " ")
+	if hidden {
+		msg += "; an argument that starts with '-' is read as a flag: put -- before it"
+	}
+	return errors.New(msg)
 }

@@ -10,14 +10,16 @@ import (
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
+	"github.com/cairn-db/cairn/internal/api/auth/authtest"
 )
 
 // `token revoke` never sends a token: one given with spaces around it
 // (pasted, or read from a file) is still named by its id, and an
 // argument that is neither an id nor a token is refused before anything
-// is sent, and not echoed.
+// is sent, and not echoed (also when it starts with '-' and is read as a
+// flag).
 func TestTokenRevokeNeverSendsTheToken(t *testing.T) {
-	a := auth.New(&memTokens{m: map[string][]byte{}})
+	a := auth.New(authtest.NewStore())
 	admin, err := a.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +34,7 @@ func TestTokenRevokeNeverSendsTheToken(t *testing.T) {
 		mw.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	tok, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "write")
+	tok, _, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "write", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +46,7 @@ func TestTokenRevokeNeverSendsTheToken(t *testing.T) {
 		{" " + tok + "\n", true},
 		{"Bearer " + tok, false},
 		{secret, false},
+		{"-" + secret, false}, // read as a flag: the parser's error must not show it
 	} {
 		cmd := newAdminCmd()
 		var out strings.Builder

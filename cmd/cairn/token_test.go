@@ -6,33 +6,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
+	"github.com/cairn-db/cairn/internal/api/auth/authtest"
 )
 
-type memTokens struct {
-	mu sync.Mutex
-	m  map[string][]byte
-}
-
-func (s *memTokens) Get(_ context.Context, k []byte) ([]byte, bool, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	v, ok := s.m[string(k)]
-	return v, ok, nil
-}
-
-func (s *memTokens) Put(_ context.Context, k, v []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.m[string(k)] = v
-	return nil
-}
-
 func TestTokenCreate(t *testing.T) {
-	a := auth.New(&memTokens{m: map[string][]byte{}})
+	a := auth.New(authtest.NewStore())
 	admin, err := a.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -50,10 +31,10 @@ func TestTokenCreate(t *testing.T) {
 	if r, err := a.Authenticate(context.Background(), tok); err != nil || r != auth.RoleWrite {
 		t.Fatalf("printed token %q: %v %v", tok, r, err)
 	}
-	if _, err := createToken(context.Background(), srv.Client(), srv.URL, tok, "admin"); err == nil || !strings.Contains(err.Error(), "403") {
+	if _, _, err := createToken(context.Background(), srv.Client(), srv.URL, tok, "admin", 0); err == nil || !strings.Contains(err.Error(), "403") {
 		t.Fatalf("a write token made an admin token: %v", err)
 	}
-	if _, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "root"); err == nil || !strings.Contains(err.Error(), "400") {
+	if _, _, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "root", 0); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("bad role: %v", err)
 	}
 }
@@ -62,7 +43,7 @@ func TestTokenCreate(t *testing.T) {
 // it computes), and the token is refused after; the admin subcommands
 // send --token (or $CAIRN_TOKEN) on every call.
 func TestTokenRevokeAndAdminToken(t *testing.T) {
-	a := auth.New(&memTokens{m: map[string][]byte{}})
+	a := auth.New(authtest.NewStore())
 	admin, err := a.Bootstrap(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +66,7 @@ func TestTokenRevokeAndAdminToken(t *testing.T) {
 		return out.String(), err
 	}
 	for i, name := range []string{"by id", "by token"} {
-		tok, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "write")
+		tok, _, err := createToken(context.Background(), srv.Client(), srv.URL, admin, "write", 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,50 +2,78 @@ package server
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"github.com/cairn-db/cairn/internal/api/auth"
 )
 
 // The first admin token is written to DataDir/AdminTokenFile and never
 // logged (logs are shipped to log systems; the log names the file). The
-// file is so its only copy: it is prepared before the token is made (a
-// data dir that takes no file makes no token) and filled once it is.
+// token is drawn and kept in a file beside it (AdminTokenFile + ".pending",
+// mode 0600, synced) before the cluster learns of it: a data dir that
+// takes no file makes no token, and a node that stops at any point of
+// the bootstrap finds its candidate again at its next start, so the
+// cluster's only admin token is never one no one holds. Once the cluster
+// has made it, the pending file becomes AdminTokenFile; if the cluster's
+// first admin token is another's, the pending file is removed.
 
-// tokenFile is AdminTokenFile being prepared: a file beside it, mode
-// 0600, renamed over it once it holds the token.
-type tokenFile struct {
-	f    *os.File
-	path string // the final name
-}
+const pendingSuffix = ".pending"
 
-// prepareTokenFile creates the file the first admin token will go to.
-func prepareTokenFile(dataDir string) (*tokenFile, error) {
-	path := filepath.Join(dataDir, AdminTokenFile)
-	f, err := os.OpenFile(path+".new", os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	return &tokenFile{f: f, path: path}, nil
-}
-
-// save writes tok, syncs it and puts it under its final name.
-func (t *tokenFile) save(tok string) error {
-	_, err := t.f.WriteString(tok + "\n")
-	err = errors.Join(err, t.f.Sync(), t.f.Close())
+// pendingAdminToken returns the candidate kept in dataDir, or draws one
+// and keeps it there (synced) first.
+func pendingAdminToken(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, AdminTokenFile+pendingSuffix)
+	b, err := os.ReadFile(path)
 	if err == nil {
-		err = os.Rename(t.f.Name(), t.path)
-	}
-	if err == nil {
-		var d *os.File
-		if d, err = os.Open(filepath.Dir(t.path)); err == nil {
-			err = errors.Join(d.Sync(), d.Close())
+		if tok := strings.TrimSpace(string(b)); strings.HasPrefix(tok, "cairn_") {
+			return tok, nil
 		}
+		// A torn write (the node stopped while keeping it): no call has
+		// used it, so draw again.
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return "", err
 	}
-	return err
+	tok, _ := auth.NewToken()
+	if err := writeSynced(path+".new", tok+"\n"); err != nil {
+		return "", err
+	}
+	if err := os.Rename(path+".new", path); err != nil {
+		return "", err
+	}
+	return tok, syncDir(dataDir)
 }
 
-// discard removes the prepared file (no token was made).
-func (t *tokenFile) discard() {
-	_ = t.f.Close()
-	_ = os.Remove(t.f.Name())
+// keepAdminToken makes the pending candidate dataDir's AdminTokenFile.
+func keepAdminToken(dataDir string) error {
+	path := filepath.Join(dataDir, AdminTokenFile)
+	if err := os.Rename(path+pendingSuffix, path); err != nil {
+		return err
+	}
+	return syncDir(dataDir)
+}
+
+// dropAdminToken removes the pending candidate of dataDir.
+func dropAdminToken(dataDir string) {
+	_ = os.Remove(filepath.Join(dataDir, AdminTokenFile+pendingSuffix))
+}
+
+// writeSynced writes s to a new file at path (mode 0600) and syncs it.
+func writeSynced(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	return errors.Join(err, f.Sync(), f.Close())
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }

@@ -3,9 +3,11 @@ package server
 import (
 	"context"
 	"net/http"
+	"path/filepath"
 	"time"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
+	httpapi "github.com/cairn-db/cairn/internal/api/http"
 	"github.com/cairn-db/cairn/internal/kv"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -39,7 +41,9 @@ func (s *Server) withAuth(api http.Handler, reg *prometheus.Registry) http.Handl
 			ConstLabels: prometheus.Labels{"reason": m.reason},
 		}, func() float64 { return float64(m.n()) }))
 	}
-	return s.authn.Middleware(api, &s.authCounters, s.log)
+	// A repeated Authorization (or a token route's repeated role) is
+	// refused before any token is looked at, as the API refuses it.
+	return httpapi.RefuseRepeated(s.authn.Middleware(api, &s.authCounters, s.log))
 }
 
 // startAuth logs the node's authentication mode and, on the node of
@@ -80,10 +84,10 @@ func (s *Server) startAuth(peers map[uint64]string) {
 }
 
 // bootstrapToken makes the first admin token unless the cluster has one,
-// into its file. An error: nothing was made; try again. A data dir that
+// into its file (admin_token.go). An error: try again. A data dir that
 // takes no file is logged once (*warned).
 func (s *Server) bootstrapToken(warned *bool) error {
-	tf, err := prepareTokenFile(s.cfg.DataDir)
+	candidate, err := pendingAdminToken(s.cfg.DataDir)
 	if err != nil {
 		if !*warned {
 			s.log.Warn("auth: cannot create the admin token file; the first admin token waits for it", "err", err)
@@ -92,20 +96,29 @@ func (s *Server) bootstrapToken(warned *bool) error {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(s.stopping, 10*time.Second)
-	tok, err := s.authn.Bootstrap(ctx)
+	tok, err := s.authn.BootstrapWith(ctx, candidate)
 	cancel()
-	if err != nil || tok == "" {
-		tf.discard()
-		return err
+	if err != nil {
+		return err // the candidate stays for the retry, or the next start
 	}
-	if err := tf.save(tok); err != nil {
-		// Made (a retry would find it made) but not saved: it is not
-		// logged either.
-		s.log.Error("auth: first admin token created but not saved to its file, and it is not logged: no one holds it",
-			"file", tf.path, "err", err)
+	if tok == "" {
+		dropAdminToken(s.cfg.DataDir)
+		return nil
+	}
+	file := filepath.Join(s.cfg.DataDir, AdminTokenFile)
+	if tok != candidate { // drawn by an attempt before the file was read
+		err = writeSynced(file+pendingSuffix, tok+"\n")
+	}
+	if err == nil {
+		err = keepAdminToken(s.cfg.DataDir)
+	}
+	if err != nil {
+		// Made, and in the pending file still: it is not logged.
+		s.log.Error("auth: first admin token created but not moved to its file; it is in the pending file beside it, and it is not logged",
+			"file", file+pendingSuffix, "err", err)
 		return nil
 	}
 	s.log.Warn("auth: first admin token created and written to its file (mode 0600; read it there and keep it secret; it is not logged)",
-		"file", tf.path)
+		"file", file)
 	return nil
 }

@@ -54,6 +54,9 @@ type Store interface {
 	Get(ctx context.Context, key []byte) (value []byte, found bool, err error)
 	// Put writes key=value.
 	Put(ctx context.Context, key, value []byte) error
+	// PutIfAbsent writes key=value only if key is absent when the write
+	// is applied; written false (and no error) when it was present.
+	PutIfAbsent(ctx context.Context, key, value []byte) (written bool, err error)
 }
 
 // Reserved system keys (keys starting with byte 0 are the system's).
@@ -73,15 +76,24 @@ type record struct {
 	// Revoked: when the token was revoked (revoke.go); it is refused
 	// from then on.
 	Revoked *time.Time `json:"revoked,omitempty"`
+	// Expires: when the token stops working (none: never).
+	Expires *time.Time `json:"expires,omitempty"`
 }
 
 // Errors.
 var (
 	ErrNoToken  = errors.New("auth: no bearer token")
 	ErrBadToken = errors.New("auth: unknown or malformed token")
+	// ErrTokenExpired is an ErrBadToken: the token's time is up.
+	ErrTokenExpired = fmt.Errorf("%w: the token expired", ErrBadToken)
 	// ErrBusy: MaxLookups token checks are reading the store already.
 	ErrBusy = errors.New("auth: too many token checks in flight")
 )
+
+// IsBadToken reports whether err, from Authenticate, refuses the token
+// itself (none, unknown, malformed, revoked or expired), as opposed to a
+// check that could not be made now (ErrBusy, the store's errors).
+func IsBadToken(err error) bool { return errors.Is(err, ErrBadToken) || errors.Is(err, ErrNoToken) }
 
 // Authenticator checks tokens against a Store.
 type Authenticator struct {
@@ -145,17 +157,38 @@ func NewToken() (token string, hash [32]byte) {
 func tokenKey(hash [32]byte) []byte { return []byte(TokenPrefix + hex.EncodeToString(hash[:])) }
 
 // Create makes a token of role, stores its hash and returns it: the
-// only time the token exists in clear.
+// only time the token exists in clear. It does not expire.
 func (a *Authenticator) Create(ctx context.Context, role Role) (string, error) {
+	tok, _, err := a.CreateExpiring(ctx, role, 0)
+	return tok, err
+}
+
+// MaxTokenTTL bounds a token's time to live.
+const MaxTokenTTL = 10 * 365 * 24 * time.Hour
+
+// CreateExpiring is Create for a token that works for ttl from now (0:
+// for ever); it also returns when it expires (zero: never). A node
+// refuses the token once its own clock passes that time.
+func (a *Authenticator) CreateExpiring(ctx context.Context, role Role, ttl time.Duration) (string, time.Time, error) {
 	if role < RoleRead || role > RoleAdmin {
-		return "", fmt.Errorf("auth: cannot create a token of role %s", role)
+		return "", time.Time{}, fmt.Errorf("auth: cannot create a token of role %s", role)
+	}
+	if ttl < 0 || ttl > MaxTokenTTL {
+		return "", time.Time{}, fmt.Errorf("auth: a token's time to live is from 1s to %v, or 0 for none", MaxTokenTTL)
 	}
 	tok, hash := NewToken()
-	rec, _ := json.Marshal(record{Role: role.String(), Hash: hex.EncodeToString(hash[:]), Created: a.now().UTC()})
-	if err := a.store.Put(ctx, tokenKey(hash), rec); err != nil {
-		return "", fmt.Errorf("auth: store the token: %w", err)
+	now := a.now().UTC()
+	r := record{Role: role.String(), Hash: hex.EncodeToString(hash[:]), Created: now}
+	var expires time.Time
+	if ttl > 0 {
+		expires = now.Add(ttl)
+		r.Expires = &expires
 	}
-	return tok, nil
+	rec, _ := json.Marshal(r)
+	if err := a.store.Put(ctx, tokenKey(hash), rec); err != nil {
+		return "", time.Time{}, fmt.Errorf("auth: store the token: %w", err)
+	}
+	return tok, expires, nil
 }
 
 // Authenticate returns the role of token.
@@ -200,12 +233,21 @@ func (a *Authenticator) Authenticate(ctx context.Context, token string) (Role, e
 	if err != nil || rec.Revoked != nil {
 		return RoleNone, ErrBadToken
 	}
+	trust := now.Add(a.ttl)
+	if rec.Expires != nil {
+		if !now.Before(*rec.Expires) {
+			return RoleNone, ErrTokenExpired
+		}
+		if rec.Expires.Before(trust) {
+			trust = *rec.Expires // the cache does not outlive the token
+		}
+	}
 	a.mu.Lock()
 	if a.revocations == gen {
 		if len(a.cache) > 10000 {
 			clear(a.cache)
 		}
-		a.cache[hash] = cached{role: role, expires: now.Add(a.ttl)}
+		a.cache[hash] = cached{role: role, expires: trust}
 	}
 	a.mu.Unlock()
 	return role, nil

@@ -46,6 +46,19 @@ func (s *memStore) Put(_ context.Context, key, value []byte) error {
 	return nil
 }
 
+func (s *memStore) PutIfAbsent(_ context.Context, key, value []byte) (bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail != nil {
+		return false, s.fail
+	}
+	if _, ok := s.m[string(key)]; ok {
+		return false, nil
+	}
+	s.m[string(key)] = append([]byte(nil), value...)
+	return true, nil
+}
+
 func newMem() *memStore { return &memStore{m: map[string][]byte{}} }
 
 // routes is every route of the API with the role each method needs.

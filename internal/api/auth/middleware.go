@@ -9,9 +9,10 @@ import (
 	"net/http"
 	"strings"
 	"sync/atomic"
+	"time"
 )
 
-// TokensPath creates tokens: POST ?role=read|write|admin (admin only);
+// TokensPath creates tokens: POST ?role=read|write|admin[&ttl=D] (admin only);
 // DELETE TokensPath/ID revokes the token of id ID (TokenID).
 const TokensPath = "/v1/admin/tokens"
 
@@ -49,11 +50,15 @@ func (a *Authenticator) Middleware(next http.Handler, c *Counters, log *slog.Log
 		}
 		role, err := a.Authenticate(r.Context(), tok)
 		switch {
-		case errors.Is(err, ErrBadToken) || errors.Is(err, ErrNoToken):
+		case IsBadToken(err):
 			c.Unauthenticated.Add(1)
 			a.failures.Add(1)
 			w.Header().Set("WWW-Authenticate", `Bearer realm="cairn", error="invalid_token"`)
-			writeError(w, http.StatusUnauthorized, "unauthenticated", "unknown token")
+			msg := "unknown token"
+			if errors.Is(err, ErrTokenExpired) {
+				msg = "the token expired"
+			}
+			writeError(w, http.StatusUnauthorized, "unauthenticated", msg)
 			return
 		case err != nil:
 			if !errors.Is(err, ErrBusy) {
@@ -114,7 +119,15 @@ func (a *Authenticator) serveCreate(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "bad_role", "role must be read, write or admin")
 		return
 	}
-	tok, err := a.Create(r.Context(), role)
+	var ttl time.Duration
+	if v := r.URL.Query().Get("ttl"); v != "" {
+		ttl, err = time.ParseDuration(v)
+		if err != nil || ttl < time.Second || ttl > MaxTokenTTL {
+			writeError(w, http.StatusBadRequest, "bad_ttl", "ttl is a duration from 1s to 87600h (e.g. 24h, 90m)")
+			return
+		}
+	}
+	tok, expires, err := a.CreateExpiring(r.Context(), role, ttl)
 	if err != nil {
 		w.Header().Set("Retry-After", "1")
 		writeError(w, http.StatusServiceUnavailable, "unavailable", "the token could not be stored now; retry")
@@ -123,7 +136,11 @@ func (a *Authenticator) serveCreate(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusCreated)
-	_ = json.NewEncoder(w).Encode(map[string]string{"token": tok, "role": role.String(), "id": TokenID(tok)})
+	out := map[string]string{"token": tok, "role": role.String(), "id": TokenID(tok)}
+	if !expires.IsZero() {
+		out["expires"] = expires.Format(time.RFC3339)
+	}
+	_ = json.NewEncoder(w).Encode(out)
 }
 
 // serveRevoke answers DELETE TokensPath/ID: it revokes the token of id
