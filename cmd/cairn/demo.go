@@ -151,7 +151,7 @@ func printAdminToken(w io.Writer, c *launcher.Cluster) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	curl := "curl"
+	curl, etcdctl := "curl", demoEtcdctl(c)
 	if t := c.TLS(); t != nil {
 		curl += " --cacert " + t.CAFile()
 	}
@@ -159,9 +159,18 @@ func printAdminToken(w io.Writer, c *launcher.Cluster) {
   %s
 Make a write or read token with it:
   %s -s -X POST -H "Authorization: Bearer $(cat %s)" '%s/v1/admin/tokens?role=write'
-and send it as: -H "Authorization: Bearer TOKEN"
+and send it as: -H "Authorization: Bearer TOKEN", or to the etcd API as
+etcdctl's password: %s --user cairn:TOKEN get a
 
-`, file, strings.TrimSpace(string(tok)), curl, file, c.URL(1))
+`, file, strings.TrimSpace(string(tok)), curl, file, c.URL(1), etcdctl)
+}
+
+// demoEtcdctl is the etcdctl command line for node 1's etcd API.
+func demoEtcdctl(c *launcher.Cluster) string {
+	if t := c.TLS(); t != nil {
+		return "etcdctl --endpoints=https://" + c.Node(1).EtcdAddr + " --cacert " + t.CAFile()
+	}
+	return "etcdctl --endpoints=" + c.Node(1).EtcdAddr
 }
 
 // demoCertsDir, in the data dir, holds the CA and certificates of
@@ -340,10 +349,10 @@ Try:
   %[3]s -i %[2]s/v1/kv/greeting
   %[3]s -s %[1]s/v1/cluster
   %[4]s get greeting
-  etcdctl --endpoints=%[5]s put a 1 && etcdctl --endpoints=%[5]s get a
+  %[5]s put a 1 && %[5]s get a
 
 Grow it from another terminal: cairn demo --add-node --http-port %[6]d
 
 Ctrl-C stops every node.
-`, a, b, curl, kv, c.Node(1).EtcdAddr, o.httpPort)
+`, a, b, curl, kv, demoEtcdctl(c), o.httpPort)
 }

@@ -144,7 +144,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.IntVar(&maxValue, "max-value-size", 8<<20, "largest value in bytes (413 above)")
 	f.IntVar(&maxInflight, "max-inflight", 4096, "client requests in flight per node before 503")
 	f.IntVar(&shardSoftLimit, "shard-soft-limit", server.DefaultShardSoftLimit, "requests one shard may have queued on a node before the next ones for it get 503 shard_overloaded at once (0: off)")
-	f.IntVar(&maxConns, "max-conns", 4096, "client connections served at once, HTTP/1.1 and HTTP/2 (503 and close beyond)")
+	f.IntVar(&maxConns, "max-conns", 4096, "client connections served at once, HTTP/1.1 and HTTP/2 (503 and close beyond); the etcd API port has the same bound of its own (close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
 	f.DurationVar(&scrubInterval, "scrub-interval", 10*time.Minute, "how often each shard's replicas hash and compare their data (a replica outside the majority is replaced by a snapshot) and the node verifies its sstable checksums; 0: off (docs/scrub.md)")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")

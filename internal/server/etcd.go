@@ -18,21 +18,22 @@ func (s *Server) startEtcd(id identity) error {
 	if s.cfg.EtcdAddr == "" {
 		return nil
 	}
-	if s.cfg.Auth {
-		// The etcd API has no authentication of its own yet: serving it
-		// would let anyone past --auth.
-		s.log.Warn("etcd API off: --auth is on and the etcd API does not check tokens yet")
-		return nil
-	}
 	tlsCfg, err := s.cfg.clientTLS() // the client port's TLS, if any
 	if err != nil {
 		return err
 	}
-	srv, err := etcdapi.New(s.coord, etcdapi.Config{
+	ecfg := etcdapi.Config{
 		ClusterID: clusterID(id.Peers), MemberID: id.NodeID,
 		MaxKeySize: s.cfg.MaxKeySize, MaxValueSize: s.cfg.MaxValueSize,
 		RequestTimeout: s.cfg.RequestTimeout, Logger: s.log, TLS: tlsCfg,
-	})
+		// The HTTP port's bounds: connections served at once
+		// (--max-conns, counted per port) and streams per connection.
+		MaxConns: s.cfg.MaxConns, MaxStreams: h2Streams,
+	}
+	if s.authn != nil { // --auth: the HTTP API's tokens and counters
+		ecfg.Auth, ecfg.AuthCounters = s.authn, &s.authCounters
+	}
+	srv, err := etcdapi.New(s.coord, ecfg)
 	if err != nil {
 		return err
 	}

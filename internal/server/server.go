@@ -52,7 +52,8 @@ type Config struct {
 	MaxValueSize   int
 	MaxInflight    int
 	// MaxConns bounds the HTTP/1 client connections served at once (503
-	// and close beyond). 0: 4096 (internal/http1's default).
+	// and close beyond), and apart from them the etcd API's (closed
+	// beyond). 0: 4096 (internal/http1's default, and the etcd API's).
 	MaxConns int
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
@@ -550,7 +551,7 @@ func (s *Server) build() error {
 		TLSConfig: clientTLS,
 		Handler:   api,
 		H2: &http2.Server{Handler: api, MaxConcurrentStreams: h2Streams, MaxBodyBytes: int64(acfg.MaxValueSize),
-			IdleTimeout: 2 * time.Minute, Logger: s.log},
+			IdleTimeout: 2 * time.Minute, Reject: httpapi.WriteProtocolError, Logger: s.log},
 		MaxPipeline:       h1Pipeline,
 		MaxConns:          cfg.MaxConns,
 		MaxBodyBytes:      int64(acfg.MaxValueSize),

@@ -16,7 +16,8 @@ import (
 // it makes work on every node with their roles; requests without a valid
 // token get 401, with too low a role 403; the open routes stay open; the
 // refusals are counted in /metrics; `cairn admin` sends its token, and a
-// token it revokes is refused on every node.
+// token it revokes is refused on every node; the etcd API takes the
+// same tokens (etcdauth_test.go).
 func TestAuthTokensAndRoles(t *testing.T) {
 	c := newCluster(t, 3, "--auth")
 	file := filepath.Join(c.lc.Node(1).Dir, "admin-token")
@@ -128,4 +129,34 @@ func TestAuthTokensAndRoles(t *testing.T) {
 	if r := c.do("GET", c.v1URL(2, "guarded", ""), nil, bearer(read)...); r.code != 200 || r.body != "v1" {
 		t.Fatalf("the read token after another was revoked: %s", r)
 	}
+	// A token made with a time to live (`token create --ttl`) works, then
+	// every node refuses it, saying it expired. The first read counts
+	// only if it was made well within the 8 s, however slow the machine.
+	made := time.Now()
+	var short string
+	for _, line := range strings.Split(adminCmd("token", "create", "--role", "read", "--ttl", "8s", "--token", admin), "\n") {
+		if strings.HasPrefix(line, "cairn_") {
+			short = line
+		}
+	}
+	if short == "" {
+		t.Fatal("cairn admin token create --ttl 8s printed no token")
+	}
+	if r := c.do("GET", c.v1URL(2, "guarded", ""), nil, bearer(short)...); r.code != 200 && time.Since(made) < 5*time.Second {
+		t.Fatalf("a token with 8 s to live, just made: %s", r)
+	}
+	eventually(t, 30*time.Second, func() string {
+		for i := 1; i <= 3; i++ {
+			if r := c.do("GET", c.v1URL(i, "guarded", ""), nil, bearer(short)...); r.code != 401 || !strings.Contains(r.body, "expired") {
+				return fmt.Sprintf("node %d answers a token past its time: %s", i, r)
+			}
+		}
+		return ""
+	})
+	if took := time.Since(made); took < 8*time.Second {
+		t.Fatalf("a token with 8 s to live refused after %v", took)
+	}
+
+	// The etcd API takes the same tokens.
+	testEtcdWithTokens(t, c, create("write"), read)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -140,10 +141,15 @@ func testClientV3(t *testing.T, eps []string) {
 	if got, err := clis[0].Get(ctx, "etcd/p/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || got.Count != 0 {
 		t.Fatalf("count after del --prefix: %v %v", got, err)
 	}
-	// What Cairn does not serve answers a clear error, never hangs.
-	_, err = clis[0].Authenticate(ctx, "user", "password")
+	// What Cairn does not serve answers a clear error, never hangs; a
+	// login on a cluster without --auth says authentication is off, as
+	// etcd does.
+	_, err = clis[0].UserAdd(ctx, "user", "password")
 	if status.Code(errors.Unwrap(err)) != codes.Unimplemented && status.Code(err) != codes.Unimplemented {
-		t.Fatalf("authenticate: %v, want Unimplemented", err)
+		t.Fatalf("user add: %v, want Unimplemented", err)
+	}
+	if _, err = clis[0].Authenticate(ctx, "user", "password"); !errors.Is(err, rpctypes.ErrAuthNotEnabled) {
+		t.Fatalf("authenticate: %v, want %v", err, rpctypes.ErrAuthNotEnabled)
 	}
 }
 

@@ -18,12 +18,13 @@ import (
 // checks them. beforeWrite, when set, runs before each write (a test uses
 // it to slip another client's write in between a read and a write).
 type fakeBackend struct {
-	mu          sync.Mutex
-	data        map[string]kv.Value
-	index       uint64
-	writes      int
-	lists       int
-	beforeWrite func(f *fakeBackend)
+	mu           sync.Mutex
+	data         map[string]kv.Value
+	index        uint64
+	writes       int
+	lists        int
+	valuesListed int // entries List answered with their values
+	beforeWrite  func(f *fakeBackend)
 	// history: every change, in order; evShard: the shard each was
 	// recorded in; floor: the index at and below which shard 1's history
 	// is gone (floors: the other shards'); changed: closed at a write.
@@ -245,11 +246,14 @@ func (f *fakeBackend) List(_ context.Context, o kv.ListOptions) (kv.ListPage, er
 			p.More = true
 			break
 		}
-		e := kv.Entry{Key: []byte(k), Version: f.data[k].Version}
+		// As the coordinator's listing: keys only carries no value nor
+		// version.
+		e := kv.Entry{Key: []byte(k)}
 		if !o.KeysOnly {
-			e.Value = f.data[k].Data
+			e.Value, e.Version = f.data[k].Data, f.data[k].Version
+			f.valuesListed++
 		}
-		if o.Terms {
+		if o.Terms && !o.KeysOnly {
 			e.Terms = f.data[k].Index
 		}
 		p.Entries = append(p.Entries, e)

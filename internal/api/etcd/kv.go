@@ -64,6 +64,14 @@ func ifUnchanged(v kv.Value, exists bool) kv.WriteOptions {
 	return kv.WriteOptions{Cond: kv.CondIfAbsent}
 }
 
+// sortDefined reports whether r's sort order and target are ones etcd
+// defines (etcd refuses others with "invalid sort option").
+func sortDefined(r *pb.RangeRequest) bool {
+	_, order := pb.RangeRequest_SortOrder_name[int32(r.SortOrder)]
+	_, target := pb.RangeRequest_SortTarget_name[int32(r.SortTarget)]
+	return order && target
+}
+
 func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResponse, error) {
 	s := k.s
 	switch {
@@ -73,6 +81,8 @@ func (k *kvServer) Range(ctx context.Context, r *pb.RangeRequest) (*pb.RangeResp
 		return nil, notSupported("reads at a past revision: Cairn keeps no history")
 	case r.Revision < 0 || r.Limit < 0:
 		return nil, status.Error(codes.InvalidArgument, "cairn: negative revision or limit")
+	case !sortDefined(r):
+		return nil, rpctypes.ErrGRPCInvalidSortOption
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()

@@ -155,3 +155,30 @@ func TestRangeHeaderIsTheReadsRevision(t *testing.T) {
 		t.Fatalf("range of a: %v %v, want header revision %d, mod revision %d", got, err, top, top-1)
 	}
 }
+
+// A sort order or target etcd does not define is refused as etcd refuses
+// it (InvalidArgument "invalid sort option"), in a Range and in a Txn's
+// read, rather than answered unsorted.
+func TestRangeBadSortOptionRefused(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("a", "1")
+	f.set("b", "2")
+	for _, r := range []*pb.RangeRequest{
+		{Key: []byte("a"), RangeEnd: []byte{0}, SortTarget: 99},
+		{Key: []byte("a"), RangeEnd: []byte{0}, SortOrder: 99},
+		{Key: []byte("a"), RangeEnd: []byte{0}, SortOrder: -1},
+		{Key: []byte("a"), SortTarget: -3},
+	} {
+		if resp, err := k.Range(ctx, r); err != rpctypes.ErrGRPCInvalidSortOption {
+			t.Errorf("range sort target %d order %d: %v %v, want %v", r.SortTarget, r.SortOrder, resp, err, rpctypes.ErrGRPCInvalidSortOption)
+		}
+		txn := &pb.TxnRequest{Success: []*pb.RequestOp{{Request: &pb.RequestOp_RequestRange{RequestRange: &pb.RangeRequest{Key: []byte("a"), SortTarget: r.SortTarget, SortOrder: r.SortOrder}}}}}
+		if resp, err := k.Txn(ctx, txn); err != rpctypes.ErrGRPCInvalidSortOption {
+			t.Errorf("txn read sort target %d order %d: %v %v, want %v", r.SortTarget, r.SortOrder, resp, err, rpctypes.ErrGRPCInvalidSortOption)
+		}
+	}
+	if resp, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("a"), RangeEnd: []byte{0}, SortTarget: pb.RangeRequest_VALUE, SortOrder: pb.RangeRequest_DESCEND}); err != nil || len(resp.Kvs) != 2 || string(resp.Kvs[0].Key) != "b" {
+		t.Fatalf("a defined sort: %v %v", resp, err)
+	}
+}

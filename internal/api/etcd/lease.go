@@ -54,7 +54,7 @@ func (l *leaseServer) LeaseGrant(ctx context.Context, r *pb.LeaseGrantRequest) (
 		if id == 0 {
 			id = rand.Int64N(1<<62) + 1
 		}
-		rec := leaseRecord{TTL: ttl, RenewedAt: s.ownerClock(id)}
+		rec := leaseRecord{TTL: ttl, Renewals: rand.Uint64N(1 << 62), RenewedAt: s.ownerClock(id)}
 		_, _, err := s.sys.Put(ctx, leaseKey(id), rec.encode(), kv.WriteOptions{Cond: kv.CondIfAbsent})
 		switch {
 		case errors.Is(err, kv.ErrPreconditionFailed) && r.ID != 0:

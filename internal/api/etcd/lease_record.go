@@ -35,7 +35,10 @@ func leaseKey(id int64) []byte {
 type leaseRecord struct {
 	TTL int64 // seconds
 	// Renewals counts keepalives: the owner's leader restarts a lease's
-	// countdown when it sees it change.
+	// countdown when it sees it change. It starts from a random number
+	// below 2^62 (LeaseGrant), so a lease revoked and granted again under
+	// the same id between two expiry checks is told from the lease before
+	// it, whose countdown it must not inherit.
 	Renewals uint64
 	// RenewedAt is the owner shard's clock as the renewing node's replica
 	// had applied it (0: unknown), for TimeToLive's estimate only.
@@ -163,7 +166,8 @@ func (s *Server) updateLease(ctx context.Context, id int64, f func(*leaseRecord)
 	return leaseRecord{}, contended(leaseKey(id))
 }
 
-// attach records key at version (0: a put in flight) under lease id.
+// attach records key at version (0: a put in flight) under lease id; a
+// version below the one the record lists (a later put's) is not recorded.
 func (s *Server) attach(ctx context.Context, id int64, key []byte, version uint64) error {
 	_, _, err := s.attachPrev(ctx, id, key, version)
 	return err
@@ -197,7 +201,12 @@ func (s *Server) attachOnce(ctx context.Context, id int64, key []byte, version u
 		for i := range r.Keys {
 			if string(r.Keys[i].Key) == string(key) {
 				prev, listed = r.Keys[i].Version, true
-				r.Keys[i].Version = version
+				// A key's versions only grow: a put's version below the
+				// one listed is older than a put with the lease that
+				// attached the key already, and leaves it.
+				if version == 0 || version > prev {
+					r.Keys[i].Version = version
+				}
 				return nil
 			}
 		}
@@ -260,11 +269,23 @@ func (s *Server) pruneLease(ctx context.Context, id int64) error {
 	return err
 }
 
-// detachInFlight drops key from lease id's record if it is listed there
-// as a put in flight (version 0): the put did not happen.
-func (s *Server) detachInFlight(ctx context.Context, id int64, key []byte) error {
+// undoInFlight gives lease id's record back what it listed of key
+// before a put that did not happen (attachPrev's prev and listed): the
+// version prev, or nothing. Only while the record lists key as a put in
+// flight (version 0): another put with the lease may have attached the
+// key at its own version meanwhile, which must stay.
+func (s *Server) undoInFlight(ctx context.Context, id int64, key []byte, prev uint64, listed bool) error {
 	_, err := s.updateLease(ctx, id, func(r *leaseRecord) error {
-		r.Keys = slices.DeleteFunc(r.Keys, func(k leaseKeyRef) bool { return k.Version == 0 && string(k.Key) == string(key) })
+		inFlight := func(k leaseKeyRef) bool { return k.Version == 0 && string(k.Key) == string(key) }
+		if !listed {
+			r.Keys = slices.DeleteFunc(r.Keys, inFlight)
+			return nil
+		}
+		for i := range r.Keys {
+			if inFlight(r.Keys[i]) {
+				r.Keys[i].Version = prev
+			}
+		}
 		return nil
 	})
 	return err

@@ -16,7 +16,7 @@ import (
 // as etcd's does). Keys without a lease carry no term, and their puts
 // are unchanged. The index entry also lists a lease's keys in id order
 // (GET /v1/index/etcd-lease_int/… over HTTP).
-const leaseIndex = "etcd-lease_int"
+const leaseIndex = wire.EtcdLeaseIndex
 
 // leaseTerms are the index terms of a put with lease id (none for 0).
 func leaseTerms(id int64) []wire.IndexTerm {
@@ -48,11 +48,12 @@ func leaseIn(terms []wire.IndexTerm) int64 {
 // expires at any point deletes the key, unless rewritten since; a lease
 // gone before the last step gets the key deleted again and answers
 // LeaseNotFound. A put whose condition fails did not happen: the record
-// gets back what it listed of the key before. (After any other error the
-// put may have happened: the key stays listed at version 0, which the
-// lease's end deletes whatever its version.) Errors: the coordinator's,
-// unmapped (kv.ErrPreconditionFailed for a failed condition), or gRPC
-// statuses.
+// gets back what it listed of the key before, unless another put with
+// the lease has attached the key since (undoInFlight). (After any other
+// error the put may have happened: the key stays listed at version 0,
+// which the lease's end deletes whatever its version.) Errors: the
+// coordinator's, unmapped (kv.ErrPreconditionFailed for a failed
+// condition), or gRPC statuses.
 func (s *Server) writeAttached(ctx context.Context, key, value []byte, lease int64, opts kv.WriteOptions) (uint64, error) {
 	if lease == 0 {
 		ver, _, err := s.b.Put(ctx, key, value, opts)
@@ -66,11 +67,7 @@ func (s *Server) writeAttached(ctx context.Context, key, value []byte, lease int
 	ver, _, err := s.b.Put(ctx, key, value, opts)
 	if err != nil {
 		if errors.Is(err, kv.ErrPreconditionFailed) {
-			if listed {
-				_ = s.attach(ctx, lease, key, prev) // best effort, as below
-			} else {
-				_ = s.detachInFlight(ctx, lease, key)
-			}
+			_ = s.undoInFlight(ctx, lease, key, prev, listed) // best effort, as below
 		}
 		return 0, err
 	}

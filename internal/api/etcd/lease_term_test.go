@@ -209,3 +209,79 @@ func TestRangeManyReportsLease(t *testing.T) {
 		t.Fatalf("range: %v %v, want r/a with lease %d and r/b without", r, err, g.ID)
 	}
 }
+
+// A conditional put with a lease whose condition fails gives the lease's
+// record back what it listed of the key, but not over the attachment
+// another put with the same lease made meanwhile: the key that put wrote
+// stays attached, and the lease's end deletes it.
+func TestFailedLeasedPutKeepsAConcurrentAttachment(t *testing.T) {
+	s, f := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("v0"), Lease: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	// The Txn lists k as in flight (its first write), then, before its
+	// put, another client puts k with the same lease: the Txn's put
+	// fails, and its compare then takes the other branch.
+	f.beforeWrite = func(f *fakeBackend) {
+		f.beforeWrite = func(*fakeBackend) {
+			if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("other"), Lease: g.ID}); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k"), Value: []byte("txn"), Lease: g.ID}}}
+	resp, err := k.Txn(ctx, &pb.TxnRequest{Compare: []*pb.Compare{cmpValue("k", "v0", pb.Compare_EQUAL)}, Success: []*pb.RequestOp{put}})
+	if err != nil || resp.Succeeded {
+		t.Fatalf("txn: %v %v, want its failure branch", resp, err)
+	}
+	ttl, err := l.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: g.ID, Keys: true})
+	if err != nil || len(ttl.Keys) != 1 {
+		t.Errorf("time to live: %v %v, want k attached (put with the lease by the other client)", ttl, err)
+	}
+	if _, err := l.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(f, "k") {
+		t.Fatal("k, put with the lease, survived the lease's revoke")
+	}
+}
+
+// Two puts of a key with the same lease, the later one attached first:
+// the earlier one's attachment does not take the record back to its own,
+// older version, so the lease's end still deletes the key.
+func TestLeasedPutsAttachedOutOfOrder(t *testing.T) {
+	s, f := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	g, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{TTL: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first put's writes: the record (in flight), the key, then the
+	// record again (its version); the second put runs whole before that.
+	f.beforeWrite = func(f *fakeBackend) {
+		f.beforeWrite = func(f *fakeBackend) {
+			f.beforeWrite = func(*fakeBackend) {
+				if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("second"), Lease: g.ID}); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("k"), Value: []byte("first"), Lease: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if v := f.data["k"]; string(v.Data) != "second" {
+		t.Fatalf("k = %q, want the second put's value", v.Data)
+	}
+	if _, err := l.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: g.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if exists(f, "k") {
+		t.Fatal("k, put with the lease, survived the lease's revoke")
+	}
+}

@@ -243,3 +243,37 @@ func TestLeaseKeyLimitCountsAttachedKeys(t *testing.T) {
 		t.Fatalf("the record lists %d keys (%v), want at most %d", len(rec.Keys), err, 2*pruneAt)
 	}
 }
+
+// A lease revoked and granted again under the same id between two expiry
+// checks is a new lease: its countdown starts at its grant, not at the
+// first sight of the lease it replaced.
+func TestLeaseGrantedAgainUnderItsIDStartsAfresh(t *testing.T) {
+	s, f := newTestServer(t)
+	l, k := &leaseServer{s: s}, &kvServer{s: s}
+	const id = 100
+	if _, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: id, TTL: 60}); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int64]leaseSeen{}
+	setClock(f, 10*time.Second)
+	s.expireOnce(seen) // the first lease's countdown starts at 10 s
+	setClock(f, 40*time.Second)
+	s.expireOnce(seen)
+	if _, err := l.LeaseRevoke(ctx, &pb.LeaseRevokeRequest{ID: id}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.LeaseGrant(ctx, &pb.LeaseGrantRequest{ID: id, TTL: 10}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.Put(ctx, &pb.PutRequest{Key: []byte("a"), Value: []byte("1"), Lease: id}); err != nil {
+		t.Fatal(err)
+	}
+	setClock(f, 41*time.Second)
+	s.expireOnce(seen)
+	if !exists(f, "a") {
+		t.Fatal("a lease granted again under its id expired 1 s after its grant, with a TTL of 10 s")
+	}
+	if ttl, err := l.LeaseTimeToLive(ctx, &pb.LeaseTimeToLiveRequest{ID: id}); err != nil || ttl.TTL <= 0 {
+		t.Fatalf("time to live of the new lease: %v %v", ttl, err)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"sort"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -75,27 +76,46 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 		size  int
 		top   uint64
 		big   bool
+		// cut: the key one past the limit, after which the keys are
+		// only counted, without their values.
+		cut []byte
 	)
 	// Sorting by value needs the values, also when keys_only drops them
-	// from the answer (after the sort, as etcd does).
-	byValue := r.SortTarget == pb.RangeRequest_VALUE
-	err := s.scanRange(ctx, from, to, (r.KeysOnly && !byValue) || r.CountOnly, cons, func(e kv.Entry) bool {
+	// from the answer (after the sort, as etcd does). So do the revision
+	// filters and the sorts by revision: the listing tells a key's
+	// version only with its value.
+	byRevision := r.SortTarget == pb.RangeRequest_MOD || r.SortTarget == pb.RangeRequest_CREATE ||
+		r.MinModRevision != 0 || r.MaxModRevision != 0 || r.MinCreateRevision != 0 || r.MaxCreateRevision != 0
+	needValues := r.SortTarget == pb.RangeRequest_VALUE || byRevision
+	err := s.scanRange(ctx, from, to, (r.KeysOnly && !needValues) || r.CountOnly, cons, func(e kv.Entry) bool {
 		count++
 		top = max(top, e.Version)
-		// One past the limit tells whether the limit cut the answer.
-		if r.CountOnly || (natural && limit > 0 && len(kvs) > limit) {
-			return true // only counting now
+		if r.CountOnly {
+			return true
 		}
 		if !revisionFilters(r, int64(e.Version)) {
 			return true
 		}
-		if size += len(e.Key) + len(e.Value); size > maxRangeBytes {
+		// keys_only keeps a value only to sort by it.
+		out := keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, r.KeysOnly && r.SortTarget != pb.RangeRequest_VALUE)
+		if size += len(out.Key) + len(out.Value); size > maxRangeBytes {
 			big = true
 			return false
 		}
-		kvs = append(kvs, keyValue(e.Key, kv.Value{Data: e.Value, Version: e.Version, Index: e.Terms}, r.KeysOnly && !byValue))
+		kvs = append(kvs, out)
+		// One past the limit tells whether the limit cut the answer.
+		if natural && limit > 0 && len(kvs) > limit {
+			cut = e.Key
+			return false
+		}
 		return true
 	})
+	if err == nil && cut != nil {
+		err = s.scanRange(ctx, append(slices.Clone(cut), 0), to, true, cons, func(kv.Entry) bool {
+			count++
+			return true
+		})
+	}
 	if err != nil {
 		return nil, grpcError(err)
 	}
@@ -104,6 +124,9 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 	}
 	if !natural {
 		sortKVs(kvs, r.SortTarget, r.SortOrder)
+	}
+	if count == 0 {
+		top = s.emptyRevision(ctx, r.Key, r.RangeEnd)
 	}
 	resp := &pb.RangeResponse{Header: s.header(top), Count: count}
 	if r.CountOnly {
@@ -115,7 +138,7 @@ func (s *Server) rangeMany(ctx context.Context, r *pb.RangeRequest) (*pb.RangeRe
 	if limit > 0 && len(kvs) > limit {
 		kvs, resp.More = kvs[:limit], true
 	}
-	if r.KeysOnly && byValue {
+	if r.KeysOnly && needValues {
 		for _, e := range kvs {
 			e.Value = nil
 		}
@@ -164,6 +187,15 @@ func cmpInt(a, b int64) int {
 func (s *Server) deleteMany(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.DeleteRangeResponse, error) {
 	from, to := span(r.Key, r.RangeEnd)
 	resp := &pb.DeleteRangeResponse{}
+	if r.PrevKv {
+		// The answer would hold every deleted value: refuse a range past
+		// the bound before deleting anything (errRangeTooLarge tells the
+		// client to page; an error after some deletes would leave it not
+		// knowing which keys went).
+		if err := s.fitsAnswer(ctx, from, to); err != nil {
+			return nil, err
+		}
+	}
 	var (
 		top  uint64
 		size int
@@ -205,6 +237,46 @@ func (s *Server) deleteMany(ctx context.Context, r *pb.DeleteRangeRequest) (*pb.
 		}
 		return nil, grpcError(err)
 	}
+	if resp.Deleted == 0 {
+		top = s.emptyRevision(ctx, r.Key, r.RangeEnd)
+	}
 	resp.Header = s.header(top)
 	return resp, nil
+}
+
+// fitsAnswer reads the keys and values of [from, to) and returns
+// errRangeTooLarge if they hold more than an answer may.
+func (s *Server) fitsAnswer(ctx context.Context, from, to []byte) error {
+	size := 0
+	err := s.scanRange(ctx, from, to, false, kv.Linearizable, func(e kv.Entry) bool {
+		size += len(e.Key) + len(e.Value)
+		return size <= maxRangeBytes
+	})
+	switch {
+	case err != nil:
+		return grpcError(err)
+	case size > maxRangeBytes:
+		return errRangeTooLarge
+	}
+	return nil
+}
+
+// emptyRevision is the header revision of a call over the range [key,
+// end) that found no key: the highest current revision of the shards
+// the range spans (those this node cannot ask count nothing). With 0, a
+// client that lists an empty range and then watches it from the
+// answer's revision + 1, as etcd's clients do, would be answered
+// "compacted" at every try; from this revision + 1 it is not (no
+// shard's history begins above its current revision).
+func (s *Server) emptyRevision(ctx context.Context, key, end []byte) uint64 {
+	if len(key) == 0 {
+		key = []byte{0} // etcd's reading: the smallest key
+	}
+	var top uint64
+	for _, id := range s.b.WatchShards(key, end) {
+		if rev, err := s.b.ShardRevision(ctx, id); err == nil {
+			top = max(top, rev)
+		}
+	}
+	return top
 }

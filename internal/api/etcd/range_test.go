@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"google.golang.org/grpc/codes"
 )
 
 func keysOf(r *pb.RangeResponse) string {
@@ -153,5 +154,116 @@ func TestKeysOnlySortByValue(t *testing.T) {
 	}
 	if got != "bca" {
 		t.Fatalf("keys_only range sorted by value ascending: %q, want %q (values a=3 b=1 c=2)", got, "bca")
+	}
+}
+
+// A keys_only range leaves out the values, not the revisions: its
+// min/max revision filters and its sorts by revision work on the keys'
+// mod revisions (Cairn's listing carries no version with keys only).
+func TestKeysOnlyRangeRevisionFiltersAndSort(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("b", "1")
+	rc := f.set("c", "2")
+	f.set("a", "3")
+	keys := func(r *pb.RangeResponse) (out string) {
+		for _, kv := range r.Kvs {
+			out += string(kv.Key)
+			if kv.Value != nil {
+				out += "(value)"
+			}
+		}
+		return out
+	}
+	cases := []struct {
+		name string
+		r    *pb.RangeRequest
+		want string
+	}{
+		{"min_mod_revision", &pb.RangeRequest{MinModRevision: int64(rc)}, "ac"},
+		{"max_mod_revision", &pb.RangeRequest{MaxModRevision: int64(rc)}, "bc"},
+		{"min_create_revision", &pb.RangeRequest{MinCreateRevision: int64(rc)}, "ac"},
+		{"sort by mod ascending", &pb.RangeRequest{SortTarget: pb.RangeRequest_MOD, SortOrder: pb.RangeRequest_ASCEND}, "bca"},
+		{"sort by create descending", &pb.RangeRequest{SortTarget: pb.RangeRequest_CREATE, SortOrder: pb.RangeRequest_DESCEND}, "acb"},
+	}
+	for _, c := range cases {
+		c.r.Key, c.r.RangeEnd, c.r.KeysOnly = []byte("a"), []byte("d"), true
+		resp, err := k.Range(ctx, c.r)
+		if err != nil || keys(resp) != c.want {
+			t.Errorf("keys_only range with %s: %q %v, want %q", c.name, keys(resp), err, c.want)
+		}
+	}
+}
+
+// A limited range counts the keys past its limit without reading their
+// values (docs/etcd-api.md): a client paging through a large prefix with
+// a limit does not read the values of the whole rest of it at each page.
+func TestLimitedRangeCountsWithoutValues(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	for i := range 5000 {
+		f.set(fmt.Sprintf("p/%04d", i), "value")
+	}
+	f.valuesListed = 0
+	resp, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("p/"), RangeEnd: []byte("p0"), Limit: 3})
+	if err != nil || keysOf(resp) != "[p/0000 p/0001 p/0002]" || !resp.More || resp.Count != 5000 || string(resp.Kvs[2].Value) != "value" {
+		t.Fatalf("limit 3: %s more %v count %d %v", keysOf(resp), resp.More, resp.Count, err)
+	}
+	if f.valuesListed > 1000 {
+		t.Fatalf("a range with limit 3 over 5000 keys read %d values", f.valuesListed)
+	}
+}
+
+// A Range or DeleteRange over several keys that finds none answers the
+// shards' current revision, not 0: a client that lists an empty prefix
+// and watches it from that revision + 1 (as etcd's clients do) gets a
+// watch, where from 1 it would be answered compacted at every try.
+func TestEmptyRangeAnswersCurrentRevision(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	for i := range 5 {
+		f.set(fmt.Sprintf("other/%d", i), "x")
+	}
+	f.mu.Lock()
+	now := f.index
+	f.floor = now - 1 // the history before it is gone
+	f.mu.Unlock()
+	empty, err := k.Range(ctx, &pb.RangeRequest{Key: []byte("none/"), RangeEnd: []byte("none0")})
+	if err != nil || empty.Count != 0 || empty.Header.Revision != int64(now) {
+		t.Fatalf("empty prefix range: count %d revision %d %v, want 0 keys at revision %d", empty.Count, empty.Header.Revision, err, now)
+	}
+	del, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("none/"), RangeEnd: []byte("none0")})
+	if err != nil || del.Deleted != 0 || del.Header.Revision != int64(now) {
+		t.Fatalf("empty prefix delete: %d deleted at revision %d %v, want none at %d", del.Deleted, del.Header.Revision, err, now)
+	}
+	st := watchClient(t, s)
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_CreateRequest{CreateRequest: &pb.WatchCreateRequest{
+		Key: []byte("none/"), RangeEnd: []byte("none0"), StartRevision: empty.Header.Revision + 1}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, st); !r.Created || r.Canceled || r.CompactRevision != 0 {
+		t.Fatalf("watch from the empty range's revision + 1: %v, want created and not compacted", r)
+	}
+}
+
+// A DeleteRange with prev_kv whose deleted values would pass the answer's
+// bound is refused before it deletes anything; without prev_kv it
+// deletes them all.
+func TestDeleteRangePrevKVBoundedBeforeDeleting(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	big := string(make([]byte, 1<<20))
+	n := maxRangeBytes>>20 + 1
+	for i := range n {
+		f.set(fmt.Sprintf("big/%03d", i), big)
+	}
+	writes := f.writes
+	_, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("big/"), RangeEnd: []byte("big0"), PrevKv: true})
+	if code(err) != codes.ResourceExhausted || f.writes != writes {
+		t.Fatalf("prev_kv delete of %d MiB: %v, %d deletes made; want ResourceExhausted and none", n, err, f.writes-writes)
+	}
+	del, err := k.DeleteRange(ctx, &pb.DeleteRangeRequest{Key: []byte("big/"), RangeEnd: []byte("big0")})
+	if err != nil || del.Deleted != int64(n) {
+		t.Fatalf("delete without prev_kv: %v %v, want %d deleted", del, err, n)
 	}
 }

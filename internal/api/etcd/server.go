@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/keepalive"
 
+	"github.com/cairn-db/cairn/internal/api/auth"
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
@@ -58,11 +59,26 @@ type Config struct {
 	// ProgressInterval: how often a watch created with progress_notify
 	// gets a progress notification. Default 10 minutes, as etcd's.
 	ProgressInterval time.Duration
+	// MaxStreams bounds the streams (calls, watch and keepalive streams)
+	// one connection carries at once; the server announces it in its
+	// HTTP/2 SETTINGS, gRPC clients hold a call back until a stream
+	// ends, and a stream opened beyond it is refused (RST_STREAM
+	// REFUSED_STREAM). Default 1000, as Cairn's HTTP/2 port.
+	MaxStreams uint32
+	// MaxConns bounds the connections served at once; one more is closed
+	// as soon as it is accepted. Default 4096, as the HTTP port
+	// (cairn serve --max-conns sets both).
+	MaxConns int
 	// Logger; default slog.Default().
 	Logger *slog.Logger
 	// TLS, when set, makes the API speak gRPC over TLS only (the client
 	// port's certificate and client-certificate policy). Nil: plain.
 	TLS *tls.Config
+	// Auth, when set, makes every call but Status and Authenticate need
+	// a token of the role it needs (auth.go); AuthCounters, when set,
+	// counts the refusals. Nil: no checks.
+	Auth         Authenticator
+	AuthCounters *auth.Counters
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -82,6 +98,12 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.ProgressInterval == 0 {
 		c.ProgressInterval = 10 * time.Minute
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = 1000
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = 4096
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -104,6 +126,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: RequestTimeout %v: want more than 0", ErrInvalidConfig, c.RequestTimeout)
 	case c.ProgressInterval <= 0:
 		return fmt.Errorf("%w: ProgressInterval %v: want more than 0", ErrInvalidConfig, c.ProgressInterval)
+	case c.MaxConns < 1:
+		return fmt.Errorf("%w: MaxConns %d: want at least 1", ErrInvalidConfig, c.MaxConns)
 	}
 	return nil
 }
@@ -146,9 +170,15 @@ func New(b Backend, cfg Config) (*Server, error) {
 		// (and its flush) per round trip on every busy connection.
 		grpc.InitialWindowSize(streamWindow),
 		grpc.InitialConnWindowSize(connWindow),
+		// Unbounded by default in gRPC (and in etcd): every Watch or
+		// LeaseKeepAlive stream holds memory on the node.
+		grpc.MaxConcurrentStreams(cfg.MaxStreams),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))
+	}
+	if cfg.Auth != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(s.authUnary), grpc.ChainStreamInterceptor(s.authStream))
 	}
 	s.g = grpc.NewServer(opts...)
 	pb.RegisterKVServer(s.g, &kvServer{s: s})
@@ -156,7 +186,7 @@ func New(b Backend, cfg Config) (*Server, error) {
 	pb.RegisterMaintenanceServer(s.g, &maintenanceServer{s: s})
 	pb.RegisterLeaseServer(s.g, &leaseServer{s: s})
 	pb.RegisterWatchServer(s.g, &watchServer{s: s})
-	pb.RegisterAuthServer(s.g, &pb.UnimplementedAuthServer{})
+	pb.RegisterAuthServer(s.g, &authServer{s: s})
 	return s, nil
 }
 
@@ -169,7 +199,7 @@ func (s *Server) Serve(lis net.Listener) error {
 			s.expireLoop()
 		}()
 	})
-	err := s.g.Serve(lis)
+	err := s.g.Serve(&limitListener{Listener: lis, slots: make(chan struct{}, s.cfg.MaxConns)})
 	if errors.Is(err, grpc.ErrServerStopped) {
 		return nil
 	}
@@ -201,4 +231,41 @@ func (s *Server) withDeadline(ctx context.Context) (context.Context, context.Can
 		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// limitListener hands out at most cap(slots) connections at once. One
+// more is closed as soon as it is accepted: its client fails at once
+// (gRPC reports Unavailable; clientv3 tries another endpoint) instead of
+// waiting in the accept queue, and the node holds nothing for it.
+type limitListener struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &limitConn{Conn: c, slots: l.slots}, nil
+		default:
+			_ = c.Close()
+		}
+	}
+}
+
+// limitConn gives its slot back when closed (once).
+type limitConn struct {
+	net.Conn
+	slots chan struct{}
+	once  sync.Once
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.slots })
+	return err
 }

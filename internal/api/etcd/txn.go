@@ -8,6 +8,8 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cairn-db/cairn/internal/kv"
 )
@@ -24,6 +26,12 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 	}
 	ctx, cancel := s.withDeadline(ctx)
 	defer cancel()
+	if key == nil {
+		// Nothing to compare or run: it succeeds, as in etcd, at the
+		// revision a Range over every key finding none answers (etcd's
+		// answer is its current revision).
+		return &pb.TxnResponse{Header: s.header(s.emptyRevision(ctx, nil, []byte{0})), Succeeded: true}, nil
+	}
 	for range maxCASAttempts {
 		cur, exists, err := s.current(ctx, key)
 		if err != nil {
@@ -51,7 +59,8 @@ func (k *kvServer) Txn(ctx context.Context, r *pb.TxnRequest) (*pb.TxnResponse, 
 }
 
 // txnKey checks that every compare and operation of r names the same
-// single key, and returns it.
+// single key, and returns it: nil for a Txn without compares or
+// operations.
 func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 	var key []byte
 	same := func(k, end []byte) error {
@@ -84,6 +93,9 @@ func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 				if o.RequestRange.Revision != 0 {
 					return nil, notSupported("reads at a past revision: Cairn keeps no history")
 				}
+				if !sortDefined(o.RequestRange) {
+					return nil, rpctypes.ErrGRPCInvalidSortOption
+				}
 				if err := same(o.RequestRange.Key, o.RequestRange.RangeEnd); err != nil {
 					return nil, err
 				}
@@ -114,10 +126,7 @@ func (s *Server) txnKey(r *pb.TxnRequest) ([]byte, error) {
 			return nil, rpctypes.ErrGRPCDuplicateKey
 		}
 	}
-	if key == nil {
-		return nil, notSupported("an empty Txn")
-	}
-	return key, nil
+	return key, nil // nil: no compare and no operation
 }
 
 // compareSupported accepts the compares Cairn evaluates exactly: value,
@@ -195,16 +204,24 @@ func cmpResult(r pb.Compare_CompareResult, sign int) bool {
 }
 
 // runOps runs a branch on key, as read (cur, exists): its write, if any,
-// on condition that the key is unchanged when guarded, and its reads
+// on condition that the key is unchanged when guarded (or when the
+// branch reported the key as read: a Range before the write, prev_kv,
+// ignore_value, ignore_lease), and its reads
 // answered from the state before or after the write, in order. Until the
 // write, the revision answered is the read's, as for a one-key Range: the
 // shard's applied index at the read (cur.Revision), found or not.
 func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cur kv.Value, exists, guarded bool) (*pb.TxnResponse, error) {
+	if answerBytes(key, ops, cur, exists) > maxRangeBytes {
+		return nil, errTxnTooLarge // before the branch writes anything
+	}
 	opts := kv.WriteOptions{}
 	if guarded {
 		opts = ifUnchanged(cur, exists)
 	}
 	resp := &pb.TxnResponse{}
+	// read: a Range before the write answered the key as read, so the
+	// write must replace that (as prev_kv's must).
+	read := false
 	rev := cur.Revision
 	if exists {
 		rev = max(cur.Version, cur.Revision)
@@ -222,6 +239,7 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 				}
 			}
 			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseRange{ResponseRange: rr}})
+			read = true
 		case *pb.RequestOp_RequestPut:
 			p := o.RequestPut
 			value, lease := p.Value, p.Lease
@@ -234,7 +252,7 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 			if p.IgnoreLease {
 				lease = leaseOf(cur)
 			}
-			if !guarded && (p.PrevKv || p.IgnoreValue || p.IgnoreLease) {
+			if !guarded && (read || p.PrevKv || p.IgnoreValue || p.IgnoreLease) {
 				opts = ifUnchanged(cur, exists) // the previous value must be the one read
 			}
 			ver, err := s.writeAttached(ctx, key, value, lease, opts)
@@ -250,7 +268,7 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 		case *pb.RequestOp_RequestDeleteRange:
 			dr := &pb.DeleteRangeResponse{Header: s.header(rev)}
 			if exists {
-				if !guarded && o.RequestDeleteRange.PrevKv {
+				if !guarded && (read || o.RequestDeleteRange.PrevKv) {
 					opts = ifUnchanged(cur, exists)
 				}
 				ver, err := s.b.Delete(ctx, key, opts)
@@ -271,6 +289,46 @@ func (s *Server) runOps(ctx context.Context, key []byte, ops []*pb.RequestOp, cu
 	}
 	resp.Header = s.header(rev)
 	return resp, nil
+}
+
+// errTxnTooLarge answers a Txn whose reads would answer more than
+// maxRangeBytes of keys and values (each read of the key answers its
+// value again), as a Range past the bound is answered.
+var errTxnTooLarge = status.Error(codes.ResourceExhausted,
+	"cairn: the Txn's reads answer more than 64 MiB of keys and values; read the key fewer times or keys_only (see docs/etcd-api.md)")
+
+// answerBytes is an upper bound of the keys and values the branch ops
+// answers on key, as read (cur, exists): what its reads and prev_kv
+// return, each seeing the branch's write before it (the revision
+// filters, which may drop a read's value, are not applied).
+func answerBytes(key []byte, ops []*pb.RequestOp, cur kv.Value, exists bool) int {
+	size, value := 0, len(cur.Data)
+	for _, op := range ops {
+		switch o := op.Request.(type) {
+		case *pb.RequestOp_RequestRange:
+			switch {
+			case !exists || o.RequestRange.CountOnly:
+			case o.RequestRange.KeysOnly:
+				size += len(key)
+			default:
+				size += len(key) + value
+			}
+		case *pb.RequestOp_RequestPut:
+			if o.RequestPut.PrevKv && exists {
+				size += len(key) + value
+			}
+			if !o.RequestPut.IgnoreValue {
+				value = len(o.RequestPut.Value)
+			}
+			exists = true
+		case *pb.RequestOp_RequestDeleteRange:
+			if o.RequestDeleteRange.PrevKv && exists {
+				size += len(key) + value
+			}
+			exists = false
+		}
+	}
+	return size
 }
 
 // passCond keeps kv.ErrPreconditionFailed (the caller evaluates the Txn

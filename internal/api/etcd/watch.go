@@ -175,6 +175,12 @@ func (ws *watchStream) create(cr *pb.WatchCreateRequest) {
 	case cr.StartRevision < 0:
 		ws.refuse("cairn: negative start revision")
 		return
+	case len(cr.Key) > s.cfg.MaxKeySize || len(cr.RangeEnd) > s.cfg.MaxKeySize+1:
+		// No key is longer; an end one byte longer is the first key
+		// after a longest key. The watcher would keep either.
+		ws.refuse(fmt.Sprintf("cairn: key of %d bytes or range end of %d, over the %d-byte key limit",
+			len(cr.Key), len(cr.RangeEnd), s.cfg.MaxKeySize))
+		return
 	case len(cr.RangeEnd) > 0:
 		w.end = cr.RangeEnd
 		if !bytes.Equal(w.end, []byte{0}) && bytes.Compare(w.key, w.end) >= 0 {

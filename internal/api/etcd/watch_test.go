@@ -16,9 +16,9 @@ import (
 	"github.com/cairn-db/cairn/internal/kv"
 )
 
-// watchClient serves s on a loopback port and opens a watch stream to it
-// (with opts added to the connection's).
-func watchClient(t *testing.T, s *Server, opts ...grpc.DialOption) pb.Watch_WatchClient {
+// serveConn serves s on a loopback port and returns a connection to it
+// (with opts added to the connection's); both end with the test.
+func serveConn(t *testing.T, s *Server, opts ...grpc.DialOption) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -31,7 +31,14 @@ func watchClient(t *testing.T, s *Server, opts ...grpc.DialOption) pb.Watch_Watc
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	st, err := pb.NewWatchClient(conn).Watch(ctx)
+	return conn
+}
+
+// watchClient serves s on a loopback port and opens a watch stream to it
+// (with opts added to the connection's).
+func watchClient(t *testing.T, s *Server, opts ...grpc.DialOption) pb.Watch_WatchClient {
+	t.Helper()
+	st, err := pb.NewWatchClient(serveConn(t, s, opts...)).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -366,5 +373,62 @@ func TestWatchProgressNotify(t *testing.T) {
 			}
 			last = e.Kv.ModRevision
 		}
+	}
+}
+
+// A watcher keeps its key and range end for as long as it lives: one
+// longer than any key can be (a key nothing can write, an end past every
+// key's length) is refused as Put refuses the key, so a stream's watchers
+// cannot hold gigabytes of keys (1024 watchers of 8 MiB keys).
+func TestWatchKeyOverTheLimitRefused(t *testing.T) {
+	s, _ := newTestServer(t)
+	st := watchClient(t, s)
+	long := make([]byte, s.cfg.MaxKeySize+2)
+	long[0] = 'k'
+	for _, cr := range []*pb.WatchCreateRequest{
+		{Key: long},
+		{Key: long, RangeEnd: []byte{0}},
+		{Key: []byte("k"), RangeEnd: long},
+	} {
+		if r := create(t, st, cr); !r.Created || !r.Canceled || r.WatchId != -1 || !strings.Contains(r.CancelReason, "limit") {
+			t.Fatalf("create with a key of %d bytes and an end of %d: %v, want refused naming the limit", len(cr.Key), len(cr.RangeEnd), r)
+		}
+	}
+	// At the limit (an end one byte past it, as a prefix of the longest
+	// key gives), it is served.
+	at := long[:s.cfg.MaxKeySize]
+	if r := create(t, st, &pb.WatchCreateRequest{Key: at, RangeEnd: long[:s.cfg.MaxKeySize+1]}); !r.Created || r.Canceled {
+		t.Fatalf("create at the limit: %v", r)
+	}
+}
+
+// A watch from a revision beyond its shard's current one answers start
+// - 1 in its created and progress headers, not the shard's revision as
+// etcd does: clientv3 resumes a broken watch from a progress header's
+// revision + 1, and from the shard's revision it would report changes
+// below the start the program asked for. start - 1 is where every event
+// the watch reports has been sent (docs/etcd-api.md, Watch).
+func TestWatchFromTheFutureAnswersItsStart(t *testing.T) {
+	s, f := newTestServer(t)
+	f.set("a", "1")
+	f.mu.Lock()
+	now := f.index
+	f.mu.Unlock()
+	start := int64(now + 3)
+	st := watchClient(t, s)
+	if r := create(t, st, &pb.WatchCreateRequest{Key: []byte("a"), StartRevision: start}); !r.Created || r.Canceled || r.Header.Revision != start-1 {
+		t.Fatalf("create from %d (shard at %d): %v, want created at %d", start, now, r, start-1)
+	}
+	f.set("a", "2") // now + 1: below the start, not reported
+	if err := st.Send(&pb.WatchRequest{RequestUnion: &pb.WatchRequest_ProgressRequest{ProgressRequest: &pb.WatchProgressRequest{}}}); err != nil {
+		t.Fatal(err)
+	}
+	if r := recv(t, st); len(r.Events) != 0 || r.Header.Revision != start-1 {
+		t.Fatalf("progress: %v, want no events at %d (a resume from it + 1 keeps the start)", r, start-1)
+	}
+	f.set("a", "3") // now + 2
+	f.set("a", "4") // now + 3 = start
+	if r := recv(t, st); evs(r) != fmt.Sprintf("PUT a=4@%d", start) {
+		t.Fatalf("events: %s, want only the put at the start revision %d", evs(r), start)
 	}
 }
