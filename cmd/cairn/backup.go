@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -81,11 +82,17 @@ are the target's own. --verify-only stops after the check.`,
 			}
 			cfg.Progress = cmd.ErrOrStderr()
 			st, err := backup.Restore(cmd.Context(), cfg)
+			if errors.Is(err, backup.ErrUnrestorable) {
+				return fmt.Errorf("%w; --skip-etcd-zero-keys restores the rest without them", err)
+			}
+			if errors.Is(err, backup.ErrTargetNotEmpty) {
+				return fmt.Errorf("%w; --into-nonempty writes into it, overwriting the keys the backup holds", err)
+			}
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys from %s in %v (%d of Cairn's own records skipped)\n",
-				st.Keys, cfg.Dir, time.Since(start).Round(time.Millisecond), st.Reserved)
+			fmt.Fprintf(cmd.OutOrStdout(), "restored %d keys from %s in %v (%d of Cairn's own records skipped, %d records superseded by a shard taken after a split, %d etcd keys beginning with byte 0x00 skipped, %d keys of etcd leases skipped)\n",
+				st.Keys, cfg.Dir, time.Since(start).Round(time.Millisecond), st.Reserved, st.Superseded, st.EtcdZeroKeys, st.Leased)
 			return nil
 		},
 	}
@@ -94,6 +101,8 @@ are the target's own. --verify-only stops after the check.`,
 	f.StringVar(&endpoints, "endpoints", "http://127.0.0.1:8080", "target cluster's nodes, comma separated")
 	f.IntVar(&cfg.Workers, "workers", 64, "writes in flight")
 	f.BoolVar(&verify, "verify-only", false, "only check the backup")
+	f.BoolVar(&cfg.IntoNonEmpty, "into-nonempty", false, "write into a target that already holds keys (default: refused before anything is written)")
+	f.BoolVar(&cfg.SkipEtcdZeroKeys, "skip-etcd-zero-keys", false, "restore a backup holding etcd keys that begin with byte 0x00 without them (restore cannot write them; without this flag such a backup is refused)")
 	acc.add(cmd.Flags(), "a write token")
 	_ = cmd.MarkFlagRequired("from")
 	return cmd

@@ -81,7 +81,8 @@ type Config struct {
 	// Progress, when set, receives a line per shard.
 	Progress io.Writer
 	// Access: TLS for https:// nodes and a bearer token for nodes with
-	// --auth (an admin token). Default: plain HTTP, no token.
+	// --auth (an admin token). Default: plain HTTP for an http://
+	// Endpoint, TLS with the system's roots for an https:// one; no token.
 	Access Access
 }
 
@@ -153,6 +154,12 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	if err := emptyDir(cfg.Dir); err != nil {
 		return Manifest{}, err
 	}
+	if cfg.Access.TLS == nil && strings.HasPrefix(strings.TrimSpace(cfg.Endpoint), "https://") {
+		// Nodes whose certificates the system's roots trust: every node
+		// is reached over TLS, the shard streams too (over plain HTTP/2
+		// they would fail, the token sent in clear).
+		cfg.Access.TLS = &tls.Config{}
+	}
 	m := Manifest{Format: wire.BackupFormat, Endpoint: cfg.Endpoint, Started: time.Now().UTC()}
 	hc := cfg.Access.httpClient()
 	ci, err := client.NewAdmin(cfg.Endpoint, hc).Cluster(ctx)
@@ -211,8 +218,22 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	if err != nil {
 		return m, err
 	}
-	// The manifest last: a directory without one is no backup.
-	return m, writeFileSync(filepath.Join(cfg.Dir, manifestFile), b)
+	// The manifest last: a directory without one is no backup. Then the
+	// directory, so that its entries (the shard files', the manifest's)
+	// outlast a crash once the backup is reported complete.
+	if err := writeFileSync(filepath.Join(cfg.Dir, manifestFile), b); err != nil {
+		return m, err
+	}
+	return m, syncDir(cfg.Dir)
+}
+
+// syncDir makes dir's entries durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	return errors.Join(d.Sync(), d.Close())
 }
 
 // coverRounds bounds the extra readings of the cluster for shards a split
@@ -297,10 +318,25 @@ func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.S
 // shardRounds is how many times a shard's replicas are each tried.
 const shardRounds = 3
 
-func fetchShard(ctx context.Context, hc *http.Client, scheme string, shard, node uint64, addr, dir string) (ShardBackup, error) {
+// stallTimeout: an attempt that receives nothing for this long (its node
+// paused, or cut off without the connection failing) is abandoned, and
+// the shard's next replica is tried.
+var stallTimeout = 30 * time.Second
+
+func fetchShard(ctx context.Context, hc *http.Client, scheme string, shard, node uint64, addr, dir string) (_ ShardBackup, err error) {
 	addr = strings.TrimPrefix(strings.TrimPrefix(addr, "http://"), "https://")
 	url := fmt.Sprintf("%s%s/v1/admin/backup/shards/%d", scheme, addr, shard)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	actx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	stalled := fmt.Errorf("node %d sent nothing for %v", node, stallTimeout)
+	watch := time.AfterFunc(stallTimeout, func() { cancel(stalled) })
+	defer watch.Stop()
+	defer func() {
+		if err != nil && context.Cause(actx) == stalled {
+			err = stalled
+		}
+	}()
+	req, err := http.NewRequestWithContext(actx, http.MethodGet, url, nil)
 	if err != nil {
 		return ShardBackup{}, err
 	}
@@ -308,6 +344,7 @@ func fetchShard(ctx context.Context, hc *http.Client, scheme string, shard, node
 	if err != nil {
 		return ShardBackup{}, err
 	}
+	resp.Body = progressBody{resp.Body, func() { watch.Reset(stallTimeout) }}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
@@ -358,6 +395,20 @@ func eachRecord(r io.Reader, fn func(wire.BackupRecord) error) (ShardBackup, err
 			return ShardBackup{}, err
 		}
 	}
+}
+
+// progressBody calls progress at each read that returns bytes.
+type progressBody struct {
+	io.ReadCloser
+	progress func()
+}
+
+func (p progressBody) Read(b []byte) (int, error) {
+	n, err := p.ReadCloser.Read(b)
+	if n > 0 {
+		p.progress()
+	}
+	return n, err
 }
 
 type counter struct{ n int64 }

@@ -132,13 +132,30 @@ func TestVerifyRefusesAGap(t *testing.T) {
 // manifest entry, as fetchShard makes it.
 func writeShardFile(t *testing.T, dir string, hdr wire.BackupHeader, keys ...string) ShardBackup {
 	t.Helper()
+	return writeShardFileWith(t, dir, hdr, keys, func(k string) string { return "v-" + k })
+}
+
+// writeShardFileWith is writeShardFile with value(k) the value of key k.
+func writeShardFileWith(t *testing.T, dir string, hdr wire.BackupHeader, keys []string, value func(string) string) ShardBackup {
+	t.Helper()
+	var recs []wire.BackupRecord
+	for _, k := range keys {
+		recs = append(recs, wire.BackupRecord{Key: []byte(k), Version: 1, Data: []byte(value(k))})
+	}
+	return writeShardRecords(t, dir, hdr, recs)
+}
+
+// writeShardRecords writes a shard file of recs (in key order) into dir
+// and returns its manifest entry.
+func writeShardRecords(t *testing.T, dir string, hdr wire.BackupHeader, recs []wire.BackupRecord) ShardBackup {
+	t.Helper()
 	var buf bytes.Buffer
 	bw, err := wire.NewBackupWriter(&buf, hdr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range keys {
-		if err := bw.Add([]byte(k), 1, nil, []byte("v-"+k)); err != nil {
+	for _, r := range recs {
+		if err := bw.Add(r.Key, r.Version, r.Terms, r.Data); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -183,8 +184,7 @@ func (br *BackupReader) Next(maxKey, maxData int) (BackupRecord, error) {
 	if err != nil || dn > uint64(maxData) {
 		return rec, fmt.Errorf("%w: value length %d: %v", ErrBadBackup, dn, err)
 	}
-	rec.Data = make([]byte, dn)
-	if _, err := io.ReadFull(br.r, rec.Data); err != nil {
+	if rec.Data, err = readN(br.r, dn); err != nil {
 		return rec, cut(err)
 	}
 	var b []byte
@@ -198,6 +198,29 @@ func (br *BackupReader) Next(maxKey, maxData int) (BackupRecord, error) {
 	_, _ = br.h.Write(rec.Data)
 	br.count++
 	return rec, nil
+}
+
+// readChunk bounds what readN allocates ahead of the bytes it has read.
+const readChunk = 1 << 20
+
+// readN reads n bytes from r. Its memory grows with the bytes read, not
+// with n: a length field that claims more than the stream holds (damage,
+// a file cut short) costs no more than the stream's rest.
+func readN(r io.Reader, n uint64) ([]byte, error) {
+	if n <= readChunk {
+		b := make([]byte, n)
+		_, err := io.ReadFull(r, b)
+		return b, err
+	}
+	var buf bytes.Buffer
+	buf.Grow(readChunk)
+	if _, err := io.CopyN(&buf, r, int64(n)); err != nil {
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 func (br *BackupReader) end() error {

@@ -2,9 +2,11 @@ package wire
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"testing"
 )
 
@@ -111,4 +113,40 @@ func flip(b []byte, i int) []byte {
 	c := append([]byte(nil), b...)
 	c[i] ^= 0x40
 	return c
+}
+
+// A record whose length field claims far more than the stream holds (a
+// flipped byte, a file cut short) fails as cut short without the reader
+// first allocating what it claims: memory follows the bytes read.
+func TestBackupReaderDoesNotAllocateAClaimedLength(t *testing.T) {
+	var buf bytes.Buffer
+	bw, err := NewBackupWriter(&buf, BackupHeader{Shard: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Add([]byte("k"), 1, nil, []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if err := bw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b := buf.Bytes()
+	i := bytes.LastIndex(b, []byte{1, 'v'}) // the value's length, 1
+	claim := binary.AppendUvarint(nil, 900<<20)
+	b = append(append(append([]byte(nil), b[:i]...), claim...), b[i+1:]...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	br, err := NewBackupReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = br.Next(64<<10, 1<<30)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrBadBackup) {
+		t.Fatalf("a record claiming 900 MiB in a %d-byte stream: %v, want ErrBadBackup", len(b), err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("reading it allocated %d MiB", grew>>20)
+	}
 }
