@@ -62,6 +62,7 @@ func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 			}
 			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
 			r.log.SetConfState(r.mu.cs)
+			r.endLeaseLocked()
 		case raftpb.EntryConfChangeV2:
 			var cc raftpb.ConfChangeV2
 			if err := cc.Unmarshal(e.Data); err != nil {
@@ -75,6 +76,7 @@ func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 			}
 			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
 			r.log.SetConfState(r.mu.cs)
+			r.endLeaseLocked()
 			// Two conf changes applied in one round (a replica catching
 			// up receives a joint change and its leave together) each
 			// bump the epoch: the second starts from the first's result.

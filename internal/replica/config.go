@@ -67,8 +67,19 @@ type Config struct {
 	// leader's stamps; see internal/statemachine). Default: time since the
 	// process started, on Go's monotonic clock. Wall clock changes do not
 	// affect it.
-	Clock  func() time.Duration
-	Logger *slog.Logger
+	Clock func() time.Duration
+	// LeaseDuration, when positive, lets a leader answer linearizable
+	// reads without a quorum round for that long after the start of one
+	// that succeeded (lease.go); it must be shorter than the time a
+	// follower that heard from the leader refuses votes, in the leader's
+	// clock. The store sets it from its tick and election timeout. 0: every
+	// read confirms leadership with a quorum.
+	LeaseDuration time.Duration
+	// LeaseClock is the monotonic clock the lease is measured with.
+	// Default: Go's monotonic clock (never the fault-injected Clock: a
+	// clock that can be moved back would stretch a lease).
+	LeaseClock func() time.Duration
+	Logger     *slog.Logger
 	// LeaderApplied, if set, counts the write commands this node applied
 	// while leading their shard (shared by all replicas of a node).
 	LeaderApplied *atomic.Uint64
@@ -125,6 +136,9 @@ func (c Config) EnsureDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = sinceStart
+	}
+	if c.LeaseClock == nil {
+		c.LeaseClock = sinceStart
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

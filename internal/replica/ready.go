@@ -69,6 +69,7 @@ func (r *Replica) Stage(b *storage.Batch) (*Round, bool) {
 	// followers' overlap (etcd does the same): an entry still commits only
 	// once a majority, possibly without the leader, has it durably.
 	rr.leaderSend = r.mu.rn.BasicStatus().RaftState == raft.StateLeader && !rr.hasSnap
+	r.noteTransfersLocked(rd.Messages)
 	if rr.leaderSend && len(rd.Messages) > 0 {
 		r.cfg.Send(r.id, rd.Messages)
 	} else if !rr.hasSnap && len(rd.Messages) > 0 {
@@ -170,6 +171,11 @@ func (r *Replica) drainLocked() {
 		f(rn)
 	}
 	before := r.leader.Load() // as the last round left it
+	r.countTicksLocked(ticks)
+	var fwd []raftpb.Message // followers' read index requests, for the lease
+	if before == r.cfg.NodeID && r.cfg.LeaseDuration > 0 {
+		msgs, fwd = splitReadIndex(msgs, r.cfg.NodeID)
+	}
 	if before == r.cfg.NodeID {
 		// A leader whose round stalled (a slow sync, a starved process)
 		// finds its followers' answers, which came in meanwhile, beside
@@ -222,11 +228,12 @@ func (r *Replica) drainLocked() {
 		}
 		reads = kept
 	}
+	if isLeader {
+		reads, fwd = r.leaseReadsLocked(rn, reads, fwd)
+	}
+	r.stepLocked(rn, fwd)
 	if len(reads) > 0 {
-		r.mu.nextRead++
-		id := r.mu.nextRead
-		r.mu.readBatch[id] = &readRound{waiters: reads}
-		rn.ReadIndex(readCtx(r.cfg.NodeID, id))
+		r.startReadRoundLocked(rn, reads)
 	}
 	if ticks > 0 && lead != 0 {
 		r.resendReadsLocked(rn, ticks)
@@ -246,6 +253,33 @@ const readRetryTicks = 5
 type readRound struct {
 	waiters []*waiter
 	ticks   int // ticks since it was last asked
+	// sent: the LeaseClock reading when it was first asked; term and
+	// epoch: the term and configuration then (a leader's answered round
+	// earns it a lease from sent: lease.go).
+	sent        time.Duration
+	term, epoch uint64
+}
+
+// splitReadIndex takes the read index requests of other nodes out of
+// msgs.
+func splitReadIndex(msgs []raftpb.Message, self uint64) (rest, fwd []raftpb.Message) {
+	n := 0
+	for i := range msgs {
+		if msgs[i].Type == raftpb.MsgReadIndex && msgs[i].From != self {
+			n++
+		}
+	}
+	if n == 0 {
+		return msgs, nil
+	}
+	for i := range msgs {
+		if msgs[i].Type == raftpb.MsgReadIndex && msgs[i].From != self {
+			fwd = append(fwd, msgs[i])
+		} else {
+			rest = append(rest, msgs[i])
+		}
+	}
+	return rest, fwd
 }
 
 // resendReadsLocked counts ticks ticks against every round waiting for
@@ -382,6 +416,7 @@ func (r *Replica) finishLocked(rr *Round) {
 		md := rd.Snapshot.Metadata
 		r.mu.appliedT = md.Term
 		r.mu.cs = md.ConfState
+		r.endLeaseLocked()
 		r.applied.Store(md.Index)
 		if err := r.sm.Reset(); err != nil {
 			panic("replica: state machine after snapshot: " + err.Error())
@@ -419,6 +454,7 @@ func (r *Replica) finishLocked(rr *Round) {
 		}
 		id := binary.BigEndian.Uint64(rs.RequestCtx[8:])
 		if rd := r.mu.readBatch[id]; rd != nil {
+			r.earnLeaseLocked(rd)
 			for _, w := range rd.waiters {
 				w.index = rs.Index
 				r.mu.applyWait = append(r.mu.applyWait, w)

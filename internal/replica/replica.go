@@ -118,6 +118,8 @@ type Replica struct {
 		// last reported sent to it, until its progress passes it (the
 		// follower continues from there: maybeTruncateLocked keeps it).
 		snapDone map[uint64]uint64
+		// lease: the leader lease (lease.go).
+		lease leaseState
 	}
 }
 
@@ -202,6 +204,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.cs = as.ConfState
 	if hs, _, err := lg.InitialState(); err == nil {
 		r.mu.durableTerm = hs.Term
+		r.mu.lease.restarted = hs.Term > raftlog.InitTerm
 	}
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64]*readRound{}

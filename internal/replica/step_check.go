@@ -7,7 +7,8 @@ import "go.etcd.io/raft/v3/raftpb"
 // may take: etcd raft trusts its peers and panics on some of them (a
 // heartbeat whose commit index is beyond the last index: "tocommit(N) is
 // out of range [lastIndex(M)]"; a leader transfer request reaching a
-// follower).
+// follower) — and, under leader leases, the vote requests a replica that
+// restarted less than an election timeout ago refuses (lease.go).
 // Messages that need no state to check were checked by the store already
 // (sender, type, term bound, entry indexes, conf states).
 //
@@ -24,6 +25,10 @@ func (r *Replica) admitLocked(msgs []raftpb.Message) []raftpb.Message {
 		m := &msgs[i]
 		ok := true
 		switch m.Type {
+		case raftpb.MsgVote, raftpb.MsgPreVote:
+			// A restarted replica keeps the lease of a leader it may
+			// have answered before it stopped (lease.go).
+			ok = !r.refusesVotesLocked(m)
 		case raftpb.MsgHeartbeat:
 			ok = m.Commit <= lo
 		case raftpb.MsgAppResp:

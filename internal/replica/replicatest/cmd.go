@@ -49,6 +49,7 @@ func (e *Env) handle(td *datadriven.TestData) error {
 		cfg.TruncateBytes = uint64(a.int("truncate-bytes", 1<<30, &err))
 		cfg.DedupTTL = a.duration("dedup-ttl", 0, &err)
 		cfg.CutPastDown = a.int("cut-past-down", 0, &err) != 0
+		cfg.LeaseDuration = a.duration("lease", 0, &err)
 		if err != nil {
 			return err
 		}

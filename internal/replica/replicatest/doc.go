@@ -55,7 +55,7 @@
 //
 //	add-nodes n=3 [election=10] [heartbeat=1] [truncate-threshold=N]
 //	    [truncate-keep=N] [truncate-bytes=N] [dedup-ttl=2m]
-//	    [cut-past-down=1]
+//	    [cut-past-down=1] [lease=720ms]
 //	                           bootstrap voters 1..n of shard 1 (the
 //	                           harness's defaults never truncate)
 //	campaign <n>               start an election at n, run its round

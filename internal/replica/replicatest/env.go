@@ -199,6 +199,8 @@ func (e *Env) replicaConfig(nd *Node) replica.Config {
 		CutPastDown:       e.cfg.CutPastDown,
 		DedupTTL:          e.cfg.DedupTTL,
 		Clock:             func() time.Duration { return e.mono + nd.skew },
+		LeaseDuration:     e.cfg.LeaseDuration,
+		LeaseClock:        func() time.Duration { return e.mono },
 		Logger:            e.opts.Logger.With("node", nd.ID),
 	}
 }

@@ -22,6 +22,9 @@ type nodeConfig struct {
 	TruncateBytes               uint64
 	DedupTTL                    time.Duration
 	CutPastDown                 bool
+	// LeaseDuration: the leader lease (0: none), measured on the
+	// harness's clock without skew.
+	LeaseDuration time.Duration
 }
 
 // dataDir is where every node's engine lives on its own in-memory FS.
