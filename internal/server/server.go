@@ -57,6 +57,9 @@ type Config struct {
 	MaxConns int
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
+	// LeaseReads: leaders answer linearizable reads without a quorum
+	// round while they hold a lease (docs/replication.md).
+	LeaseReads bool
 	// ScrubInterval: how often every shard's replicas hash and compare
 	// their data and the node verifies its sstable checksums
 	// (docs/scrub.md). 0: no scrubbing.
@@ -456,7 +459,7 @@ func (s *Server) build() error {
 		rc.Clock = s.clock.Monotonic
 	}
 	st, err := store.New(store.Config{
-		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval,
+		NodeID: id.NodeID, Engine: s.eng, Map: id.Map, TickInterval: cfg.TickInterval, LeaseReads: cfg.LeaseReads,
 		ScrubInterval: cfg.ScrubInterval, SplitSize: cfg.SplitSize, SplitLoad: cfg.SplitLoad, Replica: rc, Logger: s.log,
 	}, s.fresh && bootstrap)
 	if err != nil {

@@ -30,6 +30,9 @@ type Config struct {
 	TickInterval time.Duration
 	// ElectionTick and HeartbeatTick in ticks. Defaults 10 and 1.
 	ElectionTick, HeartbeatTick int
+	// LeaseReads: a leader answers linearizable reads without a quorum
+	// round for LeaseDuration() after one (replica.Config.LeaseDuration).
+	LeaseReads bool
 	// BalanceInterval: how often leadership is moved back to preferred
 	// nodes. Default 5s; negative disables.
 	BalanceInterval time.Duration
@@ -236,12 +239,24 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 	return s, nil
 }
 
+// LeaseDuration is how long a leader's lease lasts after the start of a
+// quorum round: 90 % of ElectionTick-2 ticks. A follower refuses votes
+// for ElectionTick ticks after it hears from its leader, the first of
+// which can come at once; one more tick is left for scheduling, and the
+// 10 % for clocks running at different rates (docs/replication.md).
+func (c Config) LeaseDuration() time.Duration {
+	return time.Duration(c.ElectionTick-2) * c.TickInterval * 9 / 10
+}
+
 // replicaConfig is the configuration of the local replica of d.
 func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	rc := s.cfg.Replica
 	rc.NodeID, rc.Desc, rc.Engine = s.cfg.NodeID, d, s.cfg.Engine
 	rc.Send, rc.Enqueue = s.send, s.sched.enqueue
 	rc.ElectionTick, rc.HeartbeatTick = s.cfg.ElectionTick, s.cfg.HeartbeatTick
+	if s.cfg.LeaseReads {
+		rc.LeaseDuration = s.cfg.LeaseDuration()
+	}
 	rc.Logger = s.cfg.Logger
 	rc.LeaderApplied = &s.leaderApplied
 	rc.OnRemoved = s.queueRemoval
