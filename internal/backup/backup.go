@@ -21,6 +21,7 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/shard"
+	"github.com/cairn-db/cairn/internal/storage/durable"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -224,16 +225,7 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	if err := writeFileSync(filepath.Join(cfg.Dir, manifestFile), b); err != nil {
 		return m, err
 	}
-	return m, syncDir(cfg.Dir)
-}
-
-// syncDir makes dir's entries durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
+	return m, durable.SyncDir(cfg.Dir)
 }
 
 // coverRounds bounds the extra readings of the cluster for shards a split

@@ -15,6 +15,7 @@
 // for itself (beginning with byte 0x00: the cluster's own records) are not
 // restored. Incremental backups are not supported yet.
 //
-// Dependencies: the Go client (client) and the stream format (internal/wire);
-// never a node's internals.
+// Dependencies: the Go client (client), the stream format (internal/wire),
+// token ranges (internal/shard) and directory syncs (internal/storage/durable,
+// the standard library only); never a node's internals.
 package backup

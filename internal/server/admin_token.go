@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cairn-db/cairn/internal/api/auth"
+	"github.com/cairn-db/cairn/internal/storage/durable"
 )
 
 // The first admin token is written to DataDir/AdminTokenFile and never
@@ -43,7 +44,7 @@ func pendingAdminToken(dataDir string) (string, error) {
 	if err := os.Rename(path+".new", path); err != nil {
 		return "", err
 	}
-	return tok, syncDir(dataDir)
+	return tok, durable.SyncDir(dataDir)
 }
 
 // keepAdminToken makes the pending candidate dataDir's AdminTokenFile.
@@ -52,7 +53,7 @@ func keepAdminToken(dataDir string) error {
 	if err := os.Rename(path+pendingSuffix, path); err != nil {
 		return err
 	}
-	return syncDir(dataDir)
+	return durable.SyncDir(dataDir)
 }
 
 // dropAdminToken removes the pending candidate of dataDir.
@@ -68,12 +69,4 @@ func writeSynced(path, s string) error {
 	}
 	_, err = f.WriteString(s)
 	return errors.Join(err, f.Sync(), f.Close())
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	return errors.Join(d.Sync(), d.Close())
 }
