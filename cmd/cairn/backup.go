@@ -1,9 +1,13 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -22,7 +26,10 @@ func newBackupCmd() *cobra.Command {
 		Long: `Take a hot backup of a running cluster: every shard's data at one applied
 index, read from one replica after a read index (so every write acknowledged
 before the backup started is in it), with a manifest of checksums. The
-cluster keeps serving; DIR must not exist or be empty.`,
+cluster keeps serving; DIR must not exist or be empty. The backup is
+written beside DIR (inside it when it exists) and put in place once
+complete: a backup that fails or is interrupted (Ctrl-C, SIGTERM) leaves
+DIR as it was.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			start := time.Now()
@@ -31,7 +38,15 @@ cluster keeps serving; DIR must not exist or be empty.`,
 			if cfg.Access, err = acc.access(cfg.Endpoint); err != nil {
 				return err
 			}
-			m, err := backup.Backup(cmd.Context(), cfg)
+			// Interrupted, the backup removes what it wrote; a second
+			// signal stops the process at once.
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			context.AfterFunc(ctx, stop)
+			m, err := backup.Backup(ctx, cfg)
+			if err != nil && ctx.Err() != nil && cmd.Context().Err() == nil {
+				return fmt.Errorf("interrupted: %w", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/cairn-db/cairn/client"
 	"github.com/cairn-db/cairn/internal/shard"
-	"github.com/cairn-db/cairn/internal/storage/durable"
 	"github.com/cairn-db/cairn/internal/wire"
 )
 
@@ -75,7 +74,9 @@ const (
 type Config struct {
 	// Endpoint is any node's URL. Required.
 	Endpoint string
-	// Dir receives the backup; it must not exist or be empty. Required.
+	// Dir receives the backup; it must not exist or be empty. The backup
+	// is put there only once complete (a failed one leaves Dir as it
+	// was). Required.
 	Dir string
 	// Parallel is how many shards stream at once. Default 2.
 	Parallel int
@@ -146,13 +147,13 @@ func (a Access) scheme() string {
 	return "http://"
 }
 
-// Backup takes a backup of the cluster cfg.Endpoint belongs to.
+// Backup takes a backup of the cluster cfg.Endpoint belongs to into
+// cfg.Dir. The backup is written beside cfg.Dir (inside it when it exists,
+// empty) and put in place only once complete (see stage): a backup that
+// fails, or whose ctx is cancelled, leaves cfg.Dir as it found it.
 func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	cfg = cfg.EnsureDefaults()
 	if err := cfg.Validate(); err != nil {
-		return Manifest{}, err
-	}
-	if err := emptyDir(cfg.Dir); err != nil {
 		return Manifest{}, err
 	}
 	if cfg.Access.TLS == nil && strings.HasPrefix(strings.TrimSpace(cfg.Endpoint), "https://") {
@@ -161,6 +162,23 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 		// they would fail, the token sent in clear).
 		cfg.Access.TLS = &tls.Config{}
 	}
+	st, err := newStage(cfg.Dir)
+	if err != nil {
+		return Manifest{}, err
+	}
+	m, err := take(ctx, cfg, st.dir)
+	if err == nil {
+		err = st.commit()
+	}
+	if err != nil {
+		return m, errors.Join(err, st.abort())
+	}
+	return m, nil
+}
+
+// take writes a backup of the cluster into dir: the shard files, then
+// the manifest, each synced.
+func take(ctx context.Context, cfg Config, dir string) (Manifest, error) {
 	m := Manifest{Format: wire.BackupFormat, Endpoint: cfg.Endpoint, Started: time.Now().UTC()}
 	hc := cfg.Access.httpClient()
 	ci, err := client.NewAdmin(cfg.Endpoint, hc).Cluster(ctx)
@@ -185,7 +203,7 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 				todo = append(todo, s)
 			}
 		}
-		got, err := fetchShards(ctx, cfg, hc, todo, addrs)
+		got, err := fetchShards(ctx, cfg, hc, todo, addrs, dir)
 		for _, sb := range got {
 			fetched[sb.Shard] = true
 		}
@@ -219,13 +237,9 @@ func Backup(ctx context.Context, cfg Config) (Manifest, error) {
 	if err != nil {
 		return m, err
 	}
-	// The manifest last: a directory without one is no backup. Then the
-	// directory, so that its entries (the shard files', the manifest's)
-	// outlast a crash once the backup is reported complete.
-	if err := writeFileSync(filepath.Join(cfg.Dir, manifestFile), b); err != nil {
-		return m, err
-	}
-	return m, durable.SyncDir(cfg.Dir)
+	// The manifest last: a directory without one is no backup. The
+	// stage's commit syncs the directories.
+	return m, writeFileSync(filepath.Join(dir, manifestFile), b)
 }
 
 // coverRounds bounds the extra readings of the cluster for shards a split
@@ -237,7 +251,7 @@ var coverWait = time.Second
 
 // fetchShards streams shards, cfg.Parallel at a time, and returns those
 // fetched and the errors of the others.
-func fetchShards(ctx context.Context, cfg Config, hc *http.Client, shards []client.ShardInfo, addrs map[uint64]string) ([]ShardBackup, error) {
+func fetchShards(ctx context.Context, cfg Config, hc *http.Client, shards []client.ShardInfo, addrs map[uint64]string, dir string) ([]ShardBackup, error) {
 	var (
 		mu   sync.Mutex
 		out  []ShardBackup
@@ -250,7 +264,7 @@ func fetchShards(ctx context.Context, cfg Config, hc *http.Client, shards []clie
 		sem <- struct{}{}
 		go func(s client.ShardInfo) {
 			defer func() { <-sem; wg.Done() }()
-			sb, err := backupShard(ctx, hc, cfg.Access.scheme(), s, addrs, cfg.Dir)
+			sb, err := backupShard(ctx, hc, cfg.Access.scheme(), s, addrs, dir)
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -285,7 +299,7 @@ func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.S
 	for round := range shardRounds {
 		if round > 0 {
 			select {
-			case <-time.After(time.Second):
+			case <-time.After(shardRetryWait):
 			case <-ctx.Done():
 				return ShardBackup{}, fmt.Errorf("backup: shard %d: %w (last: %v)", s.ID, ctx.Err(), last)
 			}
@@ -309,6 +323,9 @@ func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.S
 
 // shardRounds is how many times a shard's replicas are each tried.
 const shardRounds = 3
+
+// shardRetryWait is the pause before each further round.
+var shardRetryWait = time.Second
 
 // stallTimeout: an attempt that receives nothing for this long (its node
 // paused, or cut off without the connection failing) is abandoned, and
@@ -406,20 +423,6 @@ func (p progressBody) Read(b []byte) (int, error) {
 type counter struct{ n int64 }
 
 func (c *counter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
-func emptyDir(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return os.MkdirAll(dir, 0o755)
-	}
-	if err != nil {
-		return err
-	}
-	if len(ents) > 0 {
-		return fmt.Errorf("backup: %s is not empty", dir)
-	}
-	return nil
-}
 
 func writeFileSync(path string, b []byte) error {
 	f, err := os.Create(path)

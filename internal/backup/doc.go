@@ -6,7 +6,10 @@
 // index, taken after a read index, so every write acknowledged before the
 // backup started is in it), and manifest.json naming each file with its
 // token range, applied index, key count, size and SHA-256. Verify re-reads
-// every file against the manifest and the streams' own ends.
+// every file against the manifest and the streams' own ends. A backup is
+// written beside its directory (inside it when it exists, empty) and put
+// in place only once its manifest is synced: one that fails or is
+// cancelled leaves the directory as it was (stage.go).
 //
 // Restore writes every key of a verified backup into a cluster through
 // ordinary writes (each replicated and fsync'd on a quorum before it
