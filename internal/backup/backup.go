@@ -264,7 +264,7 @@ func fetchShards(ctx context.Context, cfg Config, hc *http.Client, shards []clie
 		sem <- struct{}{}
 		go func(s client.ShardInfo) {
 			defer func() { <-sem; wg.Done() }()
-			sb, err := backupShard(ctx, hc, cfg.Access.scheme(), s, addrs, dir)
+			sb, err := backupShard(ctx, hc, cfg.Access.scheme(), s, addrs, dir, clusterLayout(cfg.Endpoint, hc))
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -290,36 +290,92 @@ func coverGap(ss []ShardBackup) (at uint64, gap bool) {
 }
 
 // backupShard streams shard s from its leader (else another replica) into
-// dir, checking the stream as it is written.
-func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.ShardInfo, addrs map[uint64]string, dir string) (ShardBackup, error) {
-	nodes := append([]uint64{s.Leader}, s.Replicas...)
+// dir, checking the stream as it is written. A shard that moved while the
+// backup ran is looked for again: when no replica it knows holds the
+// shard any more (each answers no_replica, or has no known address), it
+// asks relayout where the shard's replicas are now, up to shardMoves
+// times.
+func backupShard(ctx context.Context, hc *http.Client, scheme string, s client.ShardInfo, addrs map[uint64]string, dir string, relayout layoutFunc) (ShardBackup, error) {
 	var last error
 	// A node may be down or the shard in an election: try every replica,
 	// a few rounds.
-	for round := range shardRounds {
-		if round > 0 {
-			select {
-			case <-time.After(shardRetryWait):
-			case <-ctx.Done():
-				return ShardBackup{}, fmt.Errorf("backup: shard %d: %w (last: %v)", s.ID, ctx.Err(), last)
-			}
-		}
-		for _, n := range nodes {
+	rounds, moves := 0, 0
+	for {
+		tried, gone := 0, 0
+		for _, n := range append([]uint64{s.Leader}, s.Replicas...) {
 			if n == 0 || addrs[n] == "" {
 				continue
 			}
+			tried++
 			sb, err := fetchShard(ctx, hc, scheme, s.ID, n, addrs[n], dir)
 			if err == nil {
 				return sb, nil
 			}
 			last = err
+			if errors.Is(err, errNoReplica) {
+				gone++
+			}
 			if ctx.Err() != nil {
 				break
 			}
 		}
+		moved := gone == tried && moves < shardMoves
+		if tried == 0 {
+			last = fmt.Errorf("no known address for its replicas %v", s.Replicas)
+		}
+		if moved {
+			moves++
+		} else if rounds++; rounds == shardRounds {
+			return ShardBackup{}, fmt.Errorf("backup: shard %d: %w", s.ID, last)
+		}
+		select {
+		case <-time.After(shardRetryWait):
+		case <-ctx.Done():
+			return ShardBackup{}, fmt.Errorf("backup: shard %d: %w (last: %w)", s.ID, ctx.Err(), last)
+		}
+		if moved {
+			ns, na, err := relayout(ctx, s.ID)
+			if err != nil {
+				last = fmt.Errorf("%w; looking for where it moved: %w", last, err)
+				continue
+			}
+			s, addrs = ns, na
+		}
 	}
-	return ShardBackup{}, fmt.Errorf("backup: shard %d: %w", s.ID, last)
 }
+
+// layoutFunc returns shard id's place in the cluster as a node knows it
+// now (its replicas and leader) and the nodes' addresses.
+type layoutFunc func(ctx context.Context, id uint64) (client.ShardInfo, map[uint64]string, error)
+
+// clusterLayout is a layoutFunc reading the cluster from endpoint.
+func clusterLayout(endpoint string, hc *http.Client) layoutFunc {
+	return func(ctx context.Context, id uint64) (client.ShardInfo, map[uint64]string, error) {
+		ci, err := client.NewAdmin(endpoint, hc).Cluster(ctx)
+		if err != nil {
+			return client.ShardInfo{}, nil, fmt.Errorf("reading the cluster from %s: %w", endpoint, err)
+		}
+		addrs := map[uint64]string{}
+		for _, mem := range ci.Members {
+			addrs[mem.NodeID] = mem.HTTPAddr
+		}
+		for _, s := range ci.Shards {
+			if s.ID == id {
+				return s, addrs, nil
+			}
+		}
+		return client.ShardInfo{}, nil, fmt.Errorf("%s lists no shard %d", endpoint, id)
+	}
+}
+
+// errNoReplica: the node asked for a shard's stream holds no replica of
+// the shard (it moved off the node, or never was there): the node's
+// answer 404 no_replica.
+var errNoReplica = errors.New("backup: 404 no_replica")
+
+// shardMoves bounds the readings of the cluster, per shard, for where a
+// shard moved while the backup ran.
+const shardMoves = 3
 
 // shardRounds is how many times a shard's replicas are each tried.
 const shardRounds = 3
@@ -357,6 +413,10 @@ func fetchShard(ctx context.Context, hc *http.Client, scheme string, shard, node
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var answer struct{ Error, Message string }
+		if resp.StatusCode == http.StatusNotFound && json.Unmarshal(b, &answer) == nil && answer.Error == "no_replica" {
+			return ShardBackup{}, fmt.Errorf("node %d: %w: %s", node, errNoReplica, answer.Message)
+		}
 		return ShardBackup{}, fmt.Errorf("node %d: %s: %s", node, resp.Status, strings.TrimSpace(string(b)))
 	}
 	name := fmt.Sprintf("shard-%d.cbk", shard)
