@@ -133,7 +133,6 @@ func (c *txnChecker) op(op *pb.RequestOp) error {
 			return err
 		}
 	case *pb.RequestOp_RequestTxn:
-		c.refuse(notSupported("nested Txns are not served"))
 		return c.txn(o.RequestTxn)
 	default:
 		// An operation with no request: etcd answers "key not found".

@@ -143,8 +143,12 @@ func TestTxnDuplicateKeyRule(t *testing.T) {
 		}
 	}
 	accepted := map[string]*pb.TxnRequest{
-		"deletes":                        {Success: ops(opDel("k"), opDel("k"), opDel("k"))},
+		"deletes":                        {Success: ops(then(opDel("k")), els(opDel("k")), opDel("k"), opDel("k"))},
 		"put in success, del in failure": {Success: ops(opPut("k", "1")), Failure: ops(opDel("k"))},
+		"put in a nested success and failure": {Success: ops(opTxn([]*pb.Compare{cmpValue("k", "x", pb.Compare_EQUAL)},
+			ops(opPut("k", "1")), ops(opPut("k", "2"))))},
+		"nested put, then nested delete":                 {Success: ops(then(opPut("k", "1")), then(opDel("k")))},
+		"put in a nested success, delete in its failure": {Success: ops(opTxn(nil, ops(opPut("k", "1")), ops(opDel("k"))))},
 	}
 	for name, r := range accepted {
 		s, f := newTestServer(t)
@@ -165,6 +169,65 @@ func TestTxnDuplicateKeyRule(t *testing.T) {
 		if _, err := (&kvServer{s: s}).Txn(ctx, r); code(err) != codes.FailedPrecondition {
 			t.Errorf("%s: %v, want FailedPrecondition", name, err)
 		}
+	}
+}
+
+// A put in a nested Txn that a later nested Txn deletes again: etcd runs
+// both (a put, then a delete, at one revision). Cairn writes the state
+// they leave, the key deleted, once; the answers show the put (a read
+// between sees its value) and the delete of its value, all at the
+// write's revision.
+func TestTxnNestedPutThenNestedDelete(t *testing.T) {
+	for _, existed := range []bool{true, false} {
+		s, f := newTestServer(t)
+		k := &kvServer{s: s}
+		if existed {
+			f.set("k", "x")
+		}
+		f.set("other", "1")
+		writes := f.writes
+		r := &pb.TxnRequest{Success: ops(opTxn(nil, ops(opPut("k", "y")), nil), opGet("k"), opTxn(nil, ops(opDelPrev("k")), nil))}
+		resp, err := k.Txn(ctx, r)
+		if err != nil {
+			t.Fatalf("existed %v: %v", existed, err)
+		}
+		rev := f.now()
+		put := resp.Responses[0].GetResponseTxn().Responses[0].GetResponsePut()
+		read := resp.Responses[1].GetResponseRange()
+		del := resp.Responses[2].GetResponseTxn().Responses[0].GetResponseDeleteRange()
+		if put.Header.Revision != rev || resp.Header.Revision != rev {
+			t.Errorf("existed %v: put answered at %d, txn at %d; want the write's revision %d", existed, put.Header.Revision, resp.Header.Revision, rev)
+		}
+		if len(read.Kvs) != 1 || string(read.Kvs[0].Value) != "y" || read.Kvs[0].ModRevision != rev {
+			t.Errorf("existed %v: read after the put: %v, want y at %d", existed, read, rev)
+		}
+		if del.Deleted != 1 || len(del.PrevKvs) != 1 || string(del.PrevKvs[0].Value) != "y" || del.PrevKvs[0].ModRevision != rev || del.Header.Revision != rev {
+			t.Errorf("existed %v: delete: %v, want y deleted at %d", existed, del, rev)
+		}
+		// One write: the delete (of an absent key, a no-op whose log
+		// entry is the Txn's revision).
+		want := writes
+		if existed {
+			want++
+		}
+		if exists(f, "k") || f.writes != want {
+			t.Errorf("existed %v: k exists %v after %d writes, want gone after %d", existed, exists(f, "k"), f.writes-writes, want-writes)
+		}
+	}
+}
+
+// A nested Txn's put whose lease does not exist fails the Txn as in etcd
+// (which checks every chosen put's lease first), even when a later nested
+// Txn deletes the key again.
+func TestTxnNestedPutWithUnknownLease(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	f.set("k", "x")
+	writes := f.writes
+	put := &pb.RequestOp{Request: &pb.RequestOp_RequestPut{RequestPut: &pb.PutRequest{Key: []byte("k"), Value: []byte("y"), Lease: 999}}}
+	_, err := k.Txn(ctx, &pb.TxnRequest{Success: ops(opTxn(nil, ops(put), nil), opTxn(nil, ops(opDel("k")), nil))})
+	if err != rpctypes.ErrGRPCLeaseNotFound || f.writes != writes || string(f.data["k"].Data) != "x" {
+		t.Fatalf("put with an unknown lease, then delete: %v, %d writes; want LeaseNotFound and none", err, f.writes-writes)
 	}
 }
 
