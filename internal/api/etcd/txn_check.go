@@ -12,12 +12,12 @@ import (
 // what etcd refuses in any Txn (empty keys, empty operations, value or
 // lease provided with ignore_value or ignore_lease, bad sort options;
 // and Cairn's key and value size bounds), then writes to one key that
-// etcd refuses together (checkWrites), and only then what Cairn does not
-// serve (ranges, several keys, some compares, past revisions). So a
-// request etcd refuses gets etcd's error, and one etcd runs is either
-// run or refused naming the limitation. It returns the one key r names,
-// nested Txns included (nil: r has no compare and no operation on any
-// key).
+// etcd refuses together (dupChecker.writes), and only then what Cairn
+// does not serve (ranges, several keys, some compares, past revisions).
+// So a request etcd refuses gets etcd's error, and one etcd runs is
+// either run or refused naming the limitation. It returns the one key
+// r names, nested Txns included (nil: r has no compare and no
+// operation on any key).
 func (s *Server) checkTxn(r *pb.TxnRequest) ([]byte, error) {
 	c := txnChecker{s: s}
 	if err := c.txn(r); err != nil {
@@ -141,12 +141,14 @@ func (c *txnChecker) op(op *pb.RequestOp) error {
 	return nil
 }
 
-// maxDupCheckWork bounds the set operations checkWrites spends on a
-// request that names several keys or ranges (refused by Cairn anyway).
-// On one key the work is linear in the request, and not bounded.
+// maxDupCheckWork bounds the set operations dupChecker.writes spends
+// on a request that names several keys or ranges (refused by Cairn
+// anyway). On one key the work is linear in the request, and not
+// bounded.
 const maxDupCheckWork = 1 << 20
 
-// errDupCheckTooCostly: the bound ran out before checkWrites decided.
+// errDupCheckTooCostly: the bound ran out before dupChecker.writes
+// decided.
 var errDupCheckTooCostly = errors.New("etcdapi: duplicate-key check over its bound")
 
 // writeSet is what a list of a Txn's operations writes, its nested Txns'

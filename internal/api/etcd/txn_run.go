@@ -19,9 +19,9 @@ import (
 // and gives the answers its revision.
 //
 // One write is enough, and keeps the Txn all or nothing: on one key,
-// etcd's duplicate-key rule (checkWrites) lets a path of a Txn put the
-// key at most once, and delete it only after that put (in a later
-// nested Txn) or without any put. So the key ends up put (the put's
+// etcd's duplicate-key rule (dupChecker.writes) lets a path of a Txn
+// put the key at most once, and delete it only after that put (in a
+// later nested Txn) or without any put. So the key ends up put (the put's
 // value), deleted, or as read. etcd makes each of the Txn's puts and
 // deletes at one revision; Cairn makes the last state's write, at the
 // revision every write of the answer reports.
@@ -171,7 +171,7 @@ func (t *txnRun) rangeOp(r *pb.RangeRequest) (*pb.RangeResponse, error) {
 }
 
 // putOp answers a put. The key is as read (a put comes before any other
-// write of its key: checkWrites), as etcd checks ignore_value and
+// write of its key: dupChecker.writes), as etcd checks ignore_value and
 // ignore_lease against the key before the Txn.
 func (t *txnRun) putOp(p *pb.PutRequest) (*pb.PutResponse, error) {
 	if (p.IgnoreValue || p.IgnoreLease) && !t.exists {
