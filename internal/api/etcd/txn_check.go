@@ -20,7 +20,7 @@ import (
 // operation on any key).
 func (s *Server) checkTxn(r *pb.TxnRequest) ([]byte, error) {
 	c := txnChecker{s: s}
-	if err := c.txn(r); err != nil {
+	if err := c.txn(r, MaxTxnOps); err != nil {
 		return nil, err
 	}
 	// For a request on one key the write check is linear; for one
@@ -78,10 +78,19 @@ func (c *txnChecker) name(key, end []byte) error {
 	return nil
 }
 
+// MaxTxnOps bounds a Txn's compares, and each of its lists of
+// operations, as etcd's --max-txn-ops does with its default; a nested
+// Txn gets what its enclosing Txn's longest list leaves of its own bound.
+const MaxTxnOps = 128
+
 // txn checks r's compares, then its success and failure operations, as
-// etcd's checkTxnRequest does (without its bound on the number of
-// operations, which Cairn does not set).
-func (c *txnChecker) txn(r *pb.TxnRequest) error {
+// etcd's checkTxnRequest does: at most maxOps of each
+// (rpctypes.ErrGRPCTooManyOps beyond).
+func (c *txnChecker) txn(r *pb.TxnRequest, maxOps int) error {
+	opc := max(len(r.GetCompare()), len(r.GetSuccess()), len(r.GetFailure()))
+	if opc > maxOps {
+		return rpctypes.ErrGRPCTooManyOps
+	}
 	for _, cmp := range r.GetCompare() {
 		if err := c.name(cmp.Key, cmp.RangeEnd); err != nil {
 			return err
@@ -92,7 +101,7 @@ func (c *txnChecker) txn(r *pb.TxnRequest) error {
 	}
 	for _, ops := range [][]*pb.RequestOp{r.GetSuccess(), r.GetFailure()} {
 		for _, op := range ops {
-			if err := c.op(op); err != nil {
+			if err := c.op(op, maxOps-opc); err != nil {
 				return err
 			}
 		}
@@ -100,7 +109,7 @@ func (c *txnChecker) txn(r *pb.TxnRequest) error {
 	return nil
 }
 
-func (c *txnChecker) op(op *pb.RequestOp) error {
+func (c *txnChecker) op(op *pb.RequestOp, maxOps int) error {
 	switch o := op.GetRequest().(type) {
 	case *pb.RequestOp_RequestRange:
 		rr := o.RequestRange
@@ -133,7 +142,7 @@ func (c *txnChecker) op(op *pb.RequestOp) error {
 			return err
 		}
 	case *pb.RequestOp_RequestTxn:
-		return c.txn(o.RequestTxn)
+		return c.txn(o.RequestTxn, maxOps)
 	default:
 		// An operation with no request: etcd answers "key not found".
 		return rpctypes.ErrGRPCKeyNotFound

@@ -235,8 +235,6 @@ func TestTxnNestedPutWithUnknownLease(t *testing.T) {
 // check finds) has a bound on its work: past it, the request is refused
 // naming the limitation without a verdict on its duplicates.
 func TestTxnDuplicateCheckIsBounded(t *testing.T) {
-	s, _ := newTestServer(t)
-	k := &kvServer{s: s}
 	var r pb.TxnRequest
 	for i := range 3000 {
 		r.Success = append(r.Success, opDelRange(fmt.Sprintf("a%05d", i), fmt.Sprintf("a%05d\x00", i)), opPut(fmt.Sprintf("b%05d", i), "1"))
@@ -245,16 +243,43 @@ func TestTxnDuplicateCheckIsBounded(t *testing.T) {
 	if _, err := d.writes(r.Success); err != errDupCheckTooCostly {
 		t.Fatalf("3000 range deletes and 3000 puts within the bound: %v, want %v", err, errDupCheckTooCostly)
 	}
-	if _, err := k.Txn(ctx, &r); code(err) != codes.FailedPrecondition {
-		t.Fatalf("3000 range deletes and 3000 puts: %v, want FailedPrecondition", err)
+}
+
+// A Txn has at most MaxTxnOps compares and operations in each list, as
+// etcd's --max-txn-ops default; a nested Txn gets what its enclosing
+// Txn's longest list leaves. Beyond, etcd's ErrGRPCTooManyOps, and
+// nothing is written.
+func TestTxnOperationBound(t *testing.T) {
+	s, f := newTestServer(t)
+	k := &kvServer{s: s}
+	dels := func(n int) []*pb.RequestOp {
+		var o []*pb.RequestOp
+		for range n {
+			o = append(o, opDel("k"))
+		}
+		return o
 	}
-	// On one key the check is not bounded (it is linear): a long Txn of
-	// deletes of one key is run.
-	var one pb.TxnRequest
-	for range 100000 {
-		one.Success = append(one.Success, opDel("k"))
+	f.set("k", "x")
+	writes := f.writes
+	if _, err := k.Txn(ctx, &pb.TxnRequest{Success: dels(MaxTxnOps + 1)}); err != rpctypes.ErrGRPCTooManyOps || f.writes != writes {
+		t.Fatalf("%d deletes: %v, %d writes; want TooManyOps and none", MaxTxnOps+1, err, f.writes-writes)
 	}
-	if _, err := k.Txn(ctx, &one); err != nil {
-		t.Fatalf("100000 deletes of one key: %v", err)
+	if _, err := k.Txn(ctx, &pb.TxnRequest{Failure: dels(MaxTxnOps + 1)}); err != rpctypes.ErrGRPCTooManyOps {
+		t.Fatalf("%d deletes on failure: %v, want TooManyOps", MaxTxnOps+1, err)
+	}
+	// The outer list holds 100 operations: a nested Txn may hold 28.
+	outer := append(dels(99), opTxn(nil, dels(MaxTxnOps-100+1), nil))
+	if _, err := k.Txn(ctx, &pb.TxnRequest{Success: outer}); err != rpctypes.ErrGRPCTooManyOps || f.writes != writes {
+		t.Fatalf("a nested Txn past its share: %v, %d writes; want TooManyOps and none", err, f.writes-writes)
+	}
+	outer = append(dels(99), opTxn(nil, dels(MaxTxnOps-100), nil))
+	if _, err := k.Txn(ctx, &pb.TxnRequest{Success: outer}); err != nil {
+		t.Fatalf("a nested Txn within its share: %v", err)
+	}
+	if _, ok := f.data["k"]; ok {
+		t.Fatal("k still there after a Txn of deletes")
+	}
+	if _, err := k.Txn(ctx, &pb.TxnRequest{Success: dels(MaxTxnOps)}); err != nil {
+		t.Fatalf("%d deletes: %v", MaxTxnOps, err)
 	}
 }
