@@ -101,17 +101,48 @@ func (s *Server) renew(ctx context.Context, id int64) (int64, error) {
 	return rec.TTL, err
 }
 
+// LeaseKeepAlive renews the lease of each request on the stream. The
+// requests are read by a goroutine of their own, so that the stream ends
+// when its context does even while the client sends nothing (a check of
+// the stream's token refused it: auth_stream.go). That reader is not
+// waited for: Recv returns once the handler has returned (gRPC then
+// ends the stream), and the reader with it, as Watch's.
 func (l *leaseServer) LeaseKeepAlive(stream pb.Lease_LeaseKeepAliveServer) error {
 	s := l.s
+	ctx := stream.Context()
+	type recv struct {
+		r   *pb.LeaseKeepAliveRequest
+		err error
+	}
+	reqs := make(chan recv)
+	go func() {
+		for {
+			r, err := stream.Recv()
+			select {
+			case reqs <- recv{r, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
 	for {
-		r, err := stream.Recv()
+		var in recv
+		select {
+		case in = <-reqs:
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		}
+		r, err := in.r, in.err
 		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		ttl, err := s.renew(stream.Context(), r.ID)
+		ttl, err := s.renew(ctx, r.ID)
 		if err != nil {
 			return err
 		}
