@@ -20,9 +20,11 @@ package etcdapi
 // with etcd: no token, ErrUserEmpty; an unknown or revoked one,
 // ErrInvalidAuthToken (clientv3 logs in again and retries once); too low
 // a role, ErrPermissionDenied. A stream (Watch, LeaseKeepAlive) is
-// checked when it opens and again at each request on it, so a revoked
-// or expired token gets no new watch or keep-alive there (a check that
-// cannot be made at the moment lets the request through: the stream's
+// checked when it opens, at each request on it and every
+// Config.StreamAuthInterval while it is open (auth_stream.go), so a
+// revoked or expired token gets no new watch or keep-alive, and its
+// open streams end with ErrInvalidAuthToken within about that interval
+// (a check that cannot be made at the moment lets the stream go on: its
 // token was good when it opened).
 
 import (
@@ -151,26 +153,10 @@ func (s *Server) authStream(srv any, ss grpc.ServerStream, info *grpc.StreamServ
 	if err := s.authorize(ss.Context(), info.FullMethod, nil); err != nil {
 		return err
 	}
-	return next(srv, checkedStream{ServerStream: ss, s: s, method: info.FullMethod})
-}
-
-// checkedStream checks the stream's token again at each request on it.
-type checkedStream struct {
-	grpc.ServerStream
-	s      *Server
-	method string
-}
-
-func (c checkedStream) RecvMsg(m any) error {
-	if err := c.ServerStream.RecvMsg(m); err != nil {
-		return err
-	}
-	err := c.s.authorize(c.Context(), c.method, nil)
-	if status.Code(err) == codes.Unavailable {
-		// The token was good when the stream opened and cannot be
-		// checked now (too many checks at once, the records' shard
-		// slow): the stream goes on rather than end its watches.
-		return nil
+	c := s.checkStream(ss.Context(), info.FullMethod)
+	err := next(srv, checkedStream{ServerStream: ss, c: c})
+	if refused := c.stop(); refused != nil {
+		return refused // the handler saw its context end: say why
 	}
 	return err
 }

@@ -79,6 +79,14 @@ type Config struct {
 	// counts the refusals. Nil: no checks.
 	Auth         Authenticator
 	AuthCounters *auth.Counters
+	// StreamAuthInterval: with Auth, how often the token of an open
+	// stream (Watch, LeaseKeepAlive) is checked again, each wait drawn
+	// from the last quarter below it (auth_stream.go). A stream whose
+	// token is revoked (on this node; on another, up to auth.CacheTTL
+	// later) or expires ends within about this long. Shorter costs a
+	// token check per stream that often (a store read once the
+	// authenticator's cache of the token lapses). Default 5 s.
+	StreamAuthInterval time.Duration
 }
 
 // EnsureDefaults returns a copy of c with every zero field set to its
@@ -105,6 +113,9 @@ func (c Config) EnsureDefaults() Config {
 	if c.MaxConns == 0 {
 		c.MaxConns = 4096
 	}
+	if c.StreamAuthInterval == 0 {
+		c.StreamAuthInterval = 5 * time.Second
+	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
@@ -128,6 +139,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: ProgressInterval %v: want more than 0", ErrInvalidConfig, c.ProgressInterval)
 	case c.MaxConns < 1:
 		return fmt.Errorf("%w: MaxConns %d: want at least 1", ErrInvalidConfig, c.MaxConns)
+	case c.StreamAuthInterval <= 0:
+		return fmt.Errorf("%w: StreamAuthInterval %v: want more than 0", ErrInvalidConfig, c.StreamAuthInterval)
 	}
 	return nil
 }
