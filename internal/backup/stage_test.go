@@ -95,29 +95,14 @@ func TestFailedBackupLeavesNothing(t *testing.T) {
 	quickRetries(t)
 	url := twoShardNode(t, func(w http.ResponseWriter, r *http.Request) { writeStream(w, shard2, false) })
 	for _, exists := range []bool{false, true} {
-		parent := t.TempDir()
-		dir := filepath.Join(parent, "b")
-		if exists {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		parent, dir := backupTarget(t, exists)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		_, err := Backup(ctx, Config{Endpoint: url, Dir: dir, Parallel: 1})
 		cancel()
 		if err == nil {
 			t.Fatalf("target existing %v: a backup whose shard 2 is always cut short succeeded", exists)
 		}
-		want := []string(nil)
-		if exists {
-			want = []string{"b"}
-		}
-		if got := entries(t, parent); !slices.Equal(got, want) {
-			t.Errorf("target existing %v: after a failed backup, its parent holds %q, want %q", exists, got, want)
-		}
-		if got := entries(t, dir); len(got) != 0 {
-			t.Errorf("target existing %v: after a failed backup, the target holds %q", exists, got)
-		}
+		leftNothing(t, exists, parent, dir, "a failed backup")
 	}
 }
 
@@ -131,13 +116,7 @@ func TestCancelledBackupLeavesNothing(t *testing.T) {
 		<-r.Context().Done()
 	})
 	for _, exists := range []bool{false, true} {
-		parent := t.TempDir()
-		dir := filepath.Join(parent, "b")
-		if exists {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		parent, dir := backupTarget(t, exists)
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		done := make(chan error, 1)
 		go func() {
@@ -156,16 +135,7 @@ func TestCancelledBackupLeavesNothing(t *testing.T) {
 		if err := <-done; !errors.Is(err, context.Canceled) {
 			t.Fatalf("target existing %v: cancelled backup: %v, want context.Canceled", exists, err)
 		}
-		want := []string(nil)
-		if exists {
-			want = []string{"b"}
-		}
-		if got := entries(t, parent); !slices.Equal(got, want) {
-			t.Errorf("target existing %v: after a cancelled backup, its parent holds %q, want %q", exists, got, want)
-		}
-		if got := entries(t, dir); len(got) != 0 {
-			t.Errorf("target existing %v: after a cancelled backup, the target holds %q", exists, got)
-		}
+		leftNothing(t, exists, parent, dir, "a cancelled backup")
 	}
 }
 
@@ -238,13 +208,7 @@ func TestBackupDoesNotMixIntoATargetWrittenMeanwhile(t *testing.T) {
 		writeStream(w, shard2, true)
 	})
 	for _, exists := range []bool{false, true} {
-		parent := t.TempDir()
-		dir := filepath.Join(parent, "b")
-		if exists {
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-		}
+		parent, dir := backupTarget(t, exists)
 		done := make(chan error, 1)
 		go func() {
 			_, err := Backup(context.Background(), Config{Endpoint: url, Dir: dir, Parallel: 1})
@@ -270,5 +234,35 @@ func TestBackupDoesNotMixIntoATargetWrittenMeanwhile(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(dir, "shard-1.cbk")); string(b) != "another's" {
 			t.Errorf("target existing %v: the other's file was overwritten", exists)
 		}
+	}
+}
+
+// backupTarget makes a temporary parent and names the backup's target in it,
+// "b", which exists (empty) if exists.
+func backupTarget(t *testing.T, exists bool) (parent, dir string) {
+	t.Helper()
+	parent = t.TempDir()
+	dir = filepath.Join(parent, "b")
+	if exists {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return parent, dir
+}
+
+// leftNothing checks that after what (a backup that did not finish)
+// parent holds the target only if it existed before, and that empty.
+func leftNothing(t *testing.T, exists bool, parent, dir, what string) {
+	t.Helper()
+	want := []string(nil)
+	if exists {
+		want = []string{"b"}
+	}
+	if got := entries(t, parent); !slices.Equal(got, want) {
+		t.Errorf("target existing %v: after %s, its parent holds %q, want %q", exists, what, got, want)
+	}
+	if got := entries(t, dir); len(got) != 0 {
+		t.Errorf("target existing %v: after %s, the target holds %q", exists, what, got)
 	}
 }
