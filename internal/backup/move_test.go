@@ -52,15 +52,7 @@ func movedShard(t *testing.T, learns bool) (string, *atomic.Int32) {
 		writeStream(w, wire.BackupHeader{Shard: 1, Epoch: 1, Applied: 8}, true)
 	}
 	for i, stream := range []http.HandlerFunc{noReplica, noReplica, streams} {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/v1/cluster", cluster)
-		mux.HandleFunc("/v1/admin/backup/shards/1", stream)
-		p := new(http.Protocols)
-		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		srv := &http.Server{Handler: mux, Protocols: p}
-		go srv.Serve(lns[i])
-		t.Cleanup(func() { srv.Close() })
+		serveShard1(t, lns[i], cluster, stream)
 	}
 	return "http://" + addrs[0], &reads
 }

@@ -53,15 +53,7 @@ func TestBackupLeavesAStalledReplica(t *testing.T) {
 		_ = bw.Close()
 	}
 	for i, stream := range []http.HandlerFunc{stalls, streams} {
-		mux := http.NewServeMux()
-		mux.HandleFunc("/v1/cluster", cluster)
-		mux.HandleFunc("/v1/admin/backup/shards/1", stream)
-		p := new(http.Protocols)
-		p.SetHTTP1(true)
-		p.SetUnencryptedHTTP2(true)
-		srv := &http.Server{Handler: mux, Protocols: p}
-		go srv.Serve(lns[i])
-		t.Cleanup(func() { srv.Close() })
+		serveShard1(t, lns[i], cluster, stream)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -73,4 +65,19 @@ func TestBackupLeavesAStalledReplica(t *testing.T) {
 	if len(m.Shards) != 1 || m.Shards[0].Node != 2 || m.Keys() != 1 {
 		t.Fatalf("backup: %+v, want shard 1 from node 2", m.Shards)
 	}
+}
+
+// serveShard1 serves, on ln until the test ends, a node's /v1/cluster
+// (cluster) and its backup stream of shard 1 (stream), over HTTP/1.1
+// and unencrypted HTTP/2 as a node does.
+func serveShard1(t *testing.T, ln net.Listener, cluster, stream http.HandlerFunc) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/v1/cluster", cluster)
+	mux.HandleFunc("/v1/admin/backup/shards/1", stream)
+	p := new(http.Protocols)
+	p.SetHTTP1(true)
+	p.SetUnencryptedHTTP2(true)
+	srv := &http.Server{Handler: mux, Protocols: p}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
 }
