@@ -79,6 +79,10 @@ type Config struct {
 	// Default: Go's monotonic clock (never the fault-injected Clock: a
 	// clock that can be moved back would stretch a lease).
 	LeaseClock func() time.Duration
+	// LeaseReads, if set, counts the reads (this node's and its
+	// followers' read index requests) a leader answered under its lease
+	// (shared by all replicas of a node).
+	LeaseReads *atomic.Uint64
 	Logger     *slog.Logger
 	// LeaderApplied, if set, counts the write commands this node applied
 	// while leading their shard (shared by all replicas of a node).

@@ -138,6 +138,9 @@ func (r *Replica) leaseReadsLocked(rn *raft.RawNode, reads []*waiter, fwd []raft
 	if len(answers) > 0 {
 		r.cfg.Send(r.id, answers)
 	}
+	if c := r.cfg.LeaseReads; c != nil {
+		c.Add(uint64(len(reads) + len(answers)))
+	}
 	// Renew while reads come: a round begun now, once answered, carries
 	// the lease on from here.
 	if r.mu.lease.until-now < r.cfg.LeaseDuration/2 && !r.roundPendingLocked(st.Term) {

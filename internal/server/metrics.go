@@ -20,6 +20,9 @@ func registerMetrics(reg *prometheus.Registry, s *Server) {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cairn_leader_writes_applied_total", Help: "Writes applied by this node while leading their shard.",
 	}, func() float64 { return float64(s.store.LeaderApplied()) }))
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cairn_lease_reads_total", Help: "Read index requests this node's leaders answered under their lease, without a quorum round (--lease-reads).",
+	}, func() float64 { return float64(s.store.LeaseReads()) }))
 	for i, reason := range store.DropReasons {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "cairn_peer_messages_dropped_total", Help: "Raft messages from peers dropped before raft saw them.",

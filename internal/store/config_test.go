@@ -3,6 +3,7 @@ package store
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cairn-db/cairn/internal/storage"
 )
@@ -28,6 +29,26 @@ func TestConfigDefaultsAndValidate(t *testing.T) {
 	} {
 		if err := bad.EnsureDefaults().Validate(); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v", want, err)
+		}
+	}
+}
+
+// The lease follows the tick and the election timeout: 90 % of the
+// election timeout less two ticks; the defaults (100 ms, 10 ticks) give
+// 720 ms, and a timeout too short for a margin gives none.
+func TestLeaseDuration(t *testing.T) {
+	eng := &storage.Engine{}
+	for _, tc := range []struct {
+		c    Config
+		want time.Duration
+	}{
+		{Config{NodeID: 1, Engine: eng}, 720 * time.Millisecond},
+		{Config{NodeID: 1, Engine: eng, TickInterval: 50 * time.Millisecond, ElectionTick: 20}, 810 * time.Millisecond},
+		{Config{NodeID: 1, Engine: eng, ElectionTick: 2, HeartbeatTick: 1}, 0},
+	} {
+		c := tc.c.EnsureDefaults()
+		if got := c.LeaseDuration(); got != tc.want {
+			t.Errorf("tick %s, election %d ticks: lease %s, want %s", c.TickInterval, c.ElectionTick, got, tc.want)
 		}
 	}
 }

@@ -95,6 +95,12 @@ func (c Config) EnsureDefaults() Config {
 	if c.TickInterval == 0 {
 		c.TickInterval = 100 * time.Millisecond
 	}
+	if c.ElectionTick == 0 {
+		c.ElectionTick = 10
+	}
+	if c.HeartbeatTick == 0 {
+		c.HeartbeatTick = 1
+	}
 	if c.BalanceInterval == 0 {
 		c.BalanceInterval = 5 * time.Second
 	}
@@ -203,6 +209,8 @@ type Store struct {
 	refused map[uint64]time.Time
 	// leaderApplied counts writes applied by this node's leader replicas.
 	leaderApplied atomic.Uint64
+	// leaseReads counts reads this node's leaders answered under a lease.
+	leaseReads atomic.Uint64
 	// drops counts the messages from peers dropped, by reason.
 	drops     [numDrops]atomic.Uint64
 	snapStats snapCounters
@@ -244,7 +252,12 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 // for ElectionTick ticks after it hears from its leader, the first of
 // which can come at once; one more tick is left for scheduling, and the
 // 10 % for clocks running at different rates (docs/replication.md).
+// Zero (no lease) when the election timeout is under three ticks. c must
+// have its defaults (EnsureDefaults).
 func (c Config) LeaseDuration() time.Duration {
+	if c.ElectionTick < 3 {
+		return 0
+	}
 	return time.Duration(c.ElectionTick-2) * c.TickInterval * 9 / 10
 }
 
@@ -259,6 +272,7 @@ func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	}
 	rc.Logger = s.cfg.Logger
 	rc.LeaderApplied = &s.leaderApplied
+	rc.LeaseReads = &s.leaseReads
 	rc.OnRemoved = s.queueRemoval
 	if s.cfg.ScrubInterval > 0 {
 		rc.OnScrub = s.queueScrub
@@ -342,6 +356,10 @@ func (s *Store) Stop() {
 // LeaderApplied is the number of writes applied by this node while it led
 // their shard: with the engine's fsync count, the writes per fsync.
 func (s *Store) LeaderApplied() uint64 { return s.leaderApplied.Load() }
+
+// LeaseReads is the number of read index requests this node's leaders
+// answered under their lease, without a quorum round.
+func (s *Store) LeaseReads() uint64 { return s.leaseReads.Load() }
 
 // Replica returns the local replica of a shard, or nil.
 func (s *Store) Replica(id uint64) *replica.Replica { return s.replica(id) }
