@@ -32,6 +32,7 @@ func TestHealthyCluster(t *testing.T) {
 	t.Run("RequestIDs", func(t *testing.T) { testRequestIDs(t, c) })
 	t.Run("RequestIDReuse", func(t *testing.T) { testRequestIDReuse(t, c) })
 	t.Run("StatusClusterMetrics", func(t *testing.T) { testEndpoints(t, c) })
+	t.Run("LeaseReads", func(t *testing.T) { testLeaseReads(t, c) })
 	t.Run("HTTP2WithoutTLS", func(t *testing.T) { testH2C(t, c) })
 	t.Run("BackupRoute", func(t *testing.T) { testBackupRoute(t, c) })
 }
@@ -597,5 +598,34 @@ func checkShardMetrics(t *testing.T, node int, metrics string, shards []client.S
 	m := regexp.MustCompile(`(?m)^cairn_wal_fsync_duration_seconds_count (\d+)$`).FindStringSubmatch(metrics)
 	if m == nil || m[1] == "0" {
 		t.Fatalf("node %d /metrics: cairn_wal_fsync_duration_seconds_count %v, want a count above 0", node, m)
+	}
+}
+
+// testLeaseReads: with --lease-reads (the default), linearizable reads in
+// quick succession are answered by the shard's leader under its lease,
+// without a quorum round each: cairn_lease_reads_total, summed over the
+// nodes, grows by most of them. Each read still returns the last write.
+func testLeaseReads(t *testing.T, c *cluster) {
+	leaseReads := func() float64 {
+		var sum float64
+		for i := 1; i <= 3; i++ {
+			sum += metric(t, c.hc, c.url(i), "cairn_lease_reads_total")
+		}
+		return sum
+	}
+	before := leaseReads()
+	const n = 40
+	for i := range n {
+		node := 1 + i%3
+		want := fmt.Sprintf("v%d", i)
+		if r := c.put0(node, "lease-reads", want, ""); r.code != 200 && r.code != 201 && r.code != 204 {
+			t.Fatalf("put through node %d: %s", node, r)
+		}
+		if r := c.get0(1+(i+1)%3, "lease-reads", ""); r.code != 200 || r.body != want {
+			t.Fatalf("read after write %d: %s, want %q", i, r, want)
+		}
+	}
+	if got := leaseReads() - before; got < n/2 {
+		t.Fatalf("%d linearizable reads in a row: %v answered under a lease, want at least %d", n, got, n/2)
 	}
 }
