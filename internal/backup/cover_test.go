@@ -55,12 +55,7 @@ func splitNode(t *testing.T, learns bool) string {
 	}
 	mux.HandleFunc("/v1/admin/backup/shards/1", stream(wire.BackupHeader{Shard: 1, TokenEnd: mid, Epoch: 2, Applied: 12}, "a"))
 	mux.HandleFunc(fmt.Sprintf("/v1/admin/backup/shards/%d", mid), stream(wire.BackupHeader{Shard: mid, TokenStart: mid, Epoch: 1, Applied: 3}, "b"))
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: p}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	serveNode(t, ln, mux)
 	return addr
 }
 

@@ -41,12 +41,7 @@ func twoShardNode(t *testing.T, second http.HandlerFunc) string {
 		writeStream(w, wire.BackupHeader{Shard: 1, TokenEnd: half, Epoch: 1, Applied: 7}, true)
 	})
 	mux.HandleFunc("/v1/admin/backup/shards/2", second)
-	p := new(http.Protocols)
-	p.SetHTTP1(true)
-	p.SetUnencryptedHTTP2(true)
-	srv := &http.Server{Handler: mux, Protocols: p}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
+	serveNode(t, ln, mux)
 	return "http://" + addr
 }
 

@@ -74,6 +74,12 @@ func serveShard1(t *testing.T, ln net.Listener, cluster, stream http.HandlerFunc
 	mux := http.NewServeMux()
 	mux.HandleFunc("/v1/cluster", cluster)
 	mux.HandleFunc("/v1/admin/backup/shards/1", stream)
+	serveNode(t, ln, mux)
+}
+
+// serveNode serves mux on ln, over HTTP/1.1 and unencrypted HTTP/2 as a
+// node does, until the test ends.
+func serveNode(t *testing.T, ln net.Listener, mux *http.ServeMux) {
 	p := new(http.Protocols)
 	p.SetHTTP1(true)
 	p.SetUnencryptedHTTP2(true)
