@@ -60,9 +60,7 @@ func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 			if err := cc.Unmarshal(e.Data); err != nil {
 				panic("replica: bad conf change: " + err.Error())
 			}
-			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
-			r.log.SetConfState(r.mu.cs)
-			r.endLeaseLocked()
+			r.applyConfStateLocked(*r.mu.rn.ApplyConfChange(cc))
 		case raftpb.EntryConfChangeV2:
 			var cc raftpb.ConfChangeV2
 			if err := cc.Unmarshal(e.Data); err != nil {
@@ -74,9 +72,7 @@ func (r *Replica) applyRoundLocked(ents []raftpb.Entry) {
 				r.cfg.Logger.Warn("conf change skipped", "shard", r.id, "index", e.Index, "err", err)
 				continue
 			}
-			r.mu.cs = *r.mu.rn.ApplyConfChange(cc)
-			r.log.SetConfState(r.mu.cs)
-			r.endLeaseLocked()
+			r.applyConfStateLocked(*r.mu.rn.ApplyConfChange(cc))
 			// Two conf changes applied in one round (a replica catching
 			// up receives a joint change and its leave together) each
 			// bump the epoch: the second starts from the first's result.
@@ -147,4 +143,20 @@ func (r *Replica) noteMembershipLocked() {
 	if f := r.cfg.OnRemoved; f != nil {
 		f(r.Desc())
 	}
+}
+
+// setConfStateLocked makes cs the replica's configuration (a snapshot's,
+// or one just applied), which ends the lease: only a round begun under
+// cs earns a new one.
+func (r *Replica) setConfStateLocked(cs raftpb.ConfState) {
+	r.mu.cs = cs
+	r.mu.lease.confEpoch++
+	r.mu.lease.until = 0
+}
+
+// applyConfStateLocked is setConfStateLocked for a configuration raft
+// has just applied; the log's conf state follows it.
+func (r *Replica) applyConfStateLocked(cs raftpb.ConfState) {
+	r.setConfStateLocked(cs)
+	r.log.SetConfState(cs)
 }

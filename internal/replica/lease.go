@@ -87,12 +87,6 @@ func (r *Replica) earnLeaseLocked(rd *readRound) {
 	}
 }
 
-// endLeaseLocked ends the lease when a configuration is applied.
-func (r *Replica) endLeaseLocked() {
-	r.mu.lease.confEpoch++
-	r.mu.lease.until = 0
-}
-
 // noteTransfersLocked ends the lease for the term when msgs (a leader's
 // outgoing messages) start a leadership transfer.
 func (r *Replica) noteTransfersLocked(msgs []raftpb.Message) {

@@ -415,8 +415,7 @@ func (r *Replica) finishLocked(rr *Round) {
 	if hasSnap {
 		md := rd.Snapshot.Metadata
 		r.mu.appliedT = md.Term
-		r.mu.cs = md.ConfState
-		r.endLeaseLocked()
+		r.setConfStateLocked(md.ConfState)
 		r.applied.Store(md.Index)
 		if err := r.sm.Reset(); err != nil {
 			panic("replica: state machine after snapshot: " + err.Error())
