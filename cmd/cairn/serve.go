@@ -147,7 +147,7 @@ shards, and its balancer moves replicas onto it. It restarts without
 	f.IntVar(&shardSoftLimit, "shard-soft-limit", server.DefaultShardSoftLimit, "requests one shard may have queued on a node before the next ones for it get 503 shard_overloaded at once (0: off)")
 	f.IntVar(&maxConns, "max-conns", 4096, "client connections served at once, HTTP/1.1 and HTTP/2 (503 and close beyond); the etcd API port has the same bound of its own (close beyond)")
 	f.DurationVar(&tick, "tick", 100*time.Millisecond, "raft tick; the election timeout is 10 ticks, heartbeats every tick")
-	f.BoolVar(&leaseReads, "lease-reads", true, "a shard's leader answers linearizable reads without a quorum round for 0.9 × (election timeout − 2 ticks) after one (assumes clock rates within 10 %; docs/replication.md); false: every read confirms leadership")
+	f.BoolVar(&leaseReads, "lease-reads", true, "a shard's leader answers linearizable reads without a quorum round for 0.9 × (election timeout − 3 ticks) after one (assumes clock rates within 10 %, the same --tick on every node and no virtual machine pauses; docs/architecture.md); false: every read confirms leadership")
 	f.DurationVar(&scrubInterval, "scrub-interval", 10*time.Minute, "how often each shard's replicas hash and compare their data (a replica outside the majority is replaced by a snapshot) and the node verifies its sstable checksums; 0: off (docs/scrub.md)")
 	f.DurationVar(&groupDelay, "group-commit-delay", 3*time.Millisecond, "longest wait between log syncs while many writes wait (group commit; 0: off)")
 	f.IntVar(&groupWrites, "group-commit-writes", 256, "writes waiting on the node at which the whole --group-commit-delay applies (scaled below, none under a quarter)")

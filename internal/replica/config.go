@@ -75,6 +75,18 @@ type Config struct {
 	// clock. The store sets it from its tick and election timeout. 0: every
 	// read confirms leadership with a quorum.
 	LeaseDuration time.Duration
+	// PeersLease: the shard's other replicas may hold leader leases even
+	// when this one does not (LeaseDuration 0: its node's --lease-reads
+	// may differ from theirs, as during a rolling change of the flag).
+	// With it, or a positive LeaseDuration, a restarted replica drops
+	// vote requests for its first election timeout (refusesVotesLocked).
+	// The store always sets it.
+	PeersLease bool
+	// Created: the replica's state was written just now, by a split of
+	// the shard it comes from; it has never answered a leader of its
+	// own shard, so it needs no pause before voting (refusesVotesLocked)
+	// and the leader campaigning for the new half at once wins at once.
+	Created bool
 	// LeaseClock is the monotonic clock the lease is measured with.
 	// Default: Go's monotonic clock (never the fault-injected Clock: a
 	// clock that can be moved back would stretch a lease).

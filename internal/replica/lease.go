@@ -10,20 +10,22 @@ import (
 
 // Leader leases: a leader that has just confirmed its leadership with a
 // quorum answers linearizable reads for a while without asking again
-// (Config.LeaseDuration; docs/replication.md, "Leader leases").
+// (Config.LeaseDuration; docs/architecture.md, "Leader leases").
 //
 // Why it is safe. Raft here runs with CheckQuorum and PreVote: a follower
 // that heard from its leader refuses (pre)votes until an election
 // timeout of its own ticks has passed since (raft's inLease rule). A read
 // index round that a quorum answered began at time s on the leader's
 // clock; each answering follower heard from the leader after s, so none
-// of them grants a vote before s + ElectionTick-1 ticks (the first tick
-// can come at once), and without one of them no candidate reaches a
-// quorum. Until then no other leader exists, and the leader's commit
-// index covers every acknowledged write. The lease ends earlier than
-// that, at s + LeaseDuration, which the store sets to 90 % of
-// ElectionTick-2 ticks: room for the clocks of two machines to run at
-// rates 10 % apart, and for a tick of scheduling.
+// of them grants a vote before s + ElectionTick-3 ticks (two ticks whose
+// period began before the message can come at once after it — the one
+// a stalled ticker loop was handing out and the one its time.Ticker kept
+// pending — and the next boundary any time later), and without one of
+// them no candidate reaches a quorum. Until then no other leader exists,
+// and the leader's commit index covers every acknowledged write. The
+// lease ends earlier than that, at s + LeaseDuration, which the store
+// sets to 90 % of ElectionTick-3 ticks: room for the clocks of two
+// machines to run at rates 10 % apart.
 //
 // What raft's rule does not cover, handled here:
 //   - a leadership transfer: the transferee's vote requests pass the
@@ -51,7 +53,8 @@ type leaseState struct {
 	// transfer.
 	noLeaseTerm uint64
 	// restarted: the replica opened with a term after bootstrap (it may
-	// have answered a leader before it stopped); ticks: ticks it has
+	// have answered a leader before it stopped), and not just created
+	// by a split (Config.Created); ticks: ticks it has
 	// counted since it opened, up to an election timeout.
 	restarted bool
 	ticks     int
@@ -166,10 +169,13 @@ func (r *Replica) startReadRoundLocked(rn *raft.RawNode, waiters []*waiter) {
 
 // refusesVotesLocked reports whether vote request m is dropped: the
 // replica restarted less than an election timeout ago, so it may have
-// answered a leader within its lease and forgotten it.
+// answered a leader within its lease and forgotten it. It holds when
+// this replica or its peers may lease (Config.PeersLease: the store's
+// replicas always), and never for the new half of a split
+// (Config.Created).
 func (r *Replica) refusesVotesLocked(m *raftpb.Message) bool {
 	l := &r.mu.lease
-	return r.cfg.LeaseDuration > 0 && l.restarted && l.ticks < r.cfg.ElectionTick &&
+	return (r.cfg.LeaseDuration > 0 || r.cfg.PeersLease) && l.restarted && l.ticks < r.cfg.ElectionTick &&
 		(m.Type == raftpb.MsgVote || m.Type == raftpb.MsgPreVote) && !bytes.Equal(m.Context, campaignTransfer)
 }
 
@@ -179,4 +185,35 @@ func (r *Replica) countTicksLocked(ticks int) {
 	if l := &r.mu.lease; l.ticks < r.cfg.ElectionTick {
 		l.ticks = min(l.ticks+ticks, r.cfg.ElectionTick)
 	}
+}
+
+// holdReadsLocked holds a one-voter leader's reads and forwarded read
+// index requests (a learner's) until it has applied an entry of its term,
+// and hands back those it held before once it has. Raft answers such a
+// leader's read index at once, at its commit index, where a leader of
+// several voters waits for the entry of its term to commit first: after
+// a restart that kept the log but not the last commit index (a hard state
+// whose only change is the commit is written without a sync), that index
+// is below writes already acknowledged.
+func (r *Replica) holdReadsLocked(rn *raft.RawNode, reads []*waiter, fwd []raftpb.Message) ([]*waiter, []raftpb.Message) {
+	st := rn.BasicStatus()
+	if r.mu.termCommitted == st.Term {
+		if len(r.mu.held) > 0 || len(r.mu.heldFwd) > 0 {
+			reads = append(r.mu.held, reads...)
+			fwd = append(r.mu.heldFwd, fwd...)
+			r.mu.held, r.mu.heldFwd = nil, nil
+		}
+		return reads, fwd
+	}
+	if len(r.mu.cs.Voters) != 1 || len(r.mu.cs.VotersOutgoing) > 0 {
+		return reads, fwd
+	}
+	r.mu.held = append(r.mu.held, reads...)
+	r.mu.heldFwd = append(r.mu.heldFwd, fwd...)
+	return nil, nil
+}
+
+// heldReadyLocked reports whether held reads can go on in another round.
+func (r *Replica) heldReadyLocked() bool {
+	return (len(r.mu.held) > 0 || len(r.mu.heldFwd) > 0) && r.mu.termCommitted == r.mu.rn.BasicStatus().Term
 }

@@ -137,7 +137,7 @@ func (r *Replica) early(m *raftpb.Message) bool {
 // to 4 of the contract) and unlocks the replica.
 func (r *Replica) Finish(rr *Round) {
 	r.finishLocked(rr)
-	more := r.mu.rn.HasReady()
+	more := r.mu.rn.HasReady() || r.heldReadyLocked()
 	r.publishLocked()
 	r.mu.Unlock()
 	if more {
@@ -229,6 +229,7 @@ func (r *Replica) drainLocked() {
 		reads = kept
 	}
 	if isLeader {
+		reads, fwd = r.holdReadsLocked(rn, reads, fwd)
 		reads, fwd = r.leaseReadsLocked(rn, reads, fwd)
 	}
 	r.stepLocked(rn, fwd)
@@ -444,8 +445,11 @@ func (r *Replica) finishLocked(rr *Round) {
 	}
 
 	// 3. Apply.
-	if len(rd.CommittedEntries) > 0 {
+	if n := len(rd.CommittedEntries); n > 0 {
 		r.applyLocked(rd.CommittedEntries)
+		if st := r.mu.rn.BasicStatus(); st.RaftState == raft.StateLeader && rd.CommittedEntries[n-1].Term == st.Term {
+			r.mu.termCommitted = st.Term
+		}
 	}
 	for _, rs := range rd.ReadStates {
 		if len(rs.RequestCtx) != 16 || binary.BigEndian.Uint64(rs.RequestCtx) != r.cfg.NodeID {

@@ -120,6 +120,13 @@ type Replica struct {
 		snapDone map[uint64]uint64
 		// lease: the leader lease (lease.go).
 		lease leaseState
+		// termCommitted: the last term in which this replica, leading,
+		// applied an entry of that term; held, heldFwd: reads and
+		// forwarded read index requests a one-voter leader holds until
+		// then (holdReadsLocked).
+		termCommitted uint64
+		held          []*waiter
+		heldFwd       []raftpb.Message
 	}
 }
 
@@ -204,7 +211,7 @@ func Open(cfg Config, bootstrap bool) (*Replica, error) {
 	r.mu.cs = as.ConfState
 	if hs, _, err := lg.InitialState(); err == nil {
 		r.mu.durableTerm = hs.Term
-		r.mu.lease.restarted = hs.Term > raftlog.InitTerm
+		r.mu.lease.restarted = hs.Term > raftlog.InitTerm && !cfg.Created
 	}
 	r.mu.props = map[string][]*proposal{}
 	r.mu.readBatch = map[uint64]*readRound{}

@@ -331,6 +331,10 @@ func (r *Replica) failAllLocked(err error) {
 		w.finish(err)
 	}
 	r.mu.applyWait = nil
+	for _, w := range r.mu.held {
+		w.finish(err)
+	}
+	r.mu.held, r.mu.heldFwd = nil, nil
 	for _, w := range r.mu.replWait {
 		w.done <- err
 	}

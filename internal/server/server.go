@@ -58,7 +58,7 @@ type Config struct {
 	// TickInterval is one raft tick (election timeout = 10 ticks).
 	TickInterval time.Duration
 	// LeaseReads: leaders answer linearizable reads without a quorum
-	// round while they hold a lease (docs/replication.md).
+	// round while they hold a lease (docs/architecture.md, "Leader leases").
 	LeaseReads bool
 	// ScrubInterval: how often every shard's replicas hash and compare
 	// their data and the node verifies its sstable checksums

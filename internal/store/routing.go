@@ -113,7 +113,9 @@ func (s *Store) addSplit(child shard.Descriptor, leader bool) {
 		s.mu.Unlock()
 		return
 	}
-	r, err := replica.Open(s.replicaConfig(child), false)
+	cfg := s.replicaConfig(child)
+	cfg.Created = true // its first leader wins at once (replica.Config.Created)
+	r, err := replica.Open(cfg, false)
 	if err != nil {
 		s.mu.Unlock()
 		// The state is in the engine: the next start opens it.

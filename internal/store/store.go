@@ -248,17 +248,19 @@ func New(cfg Config, bootstrap bool) (*Store, error) {
 }
 
 // LeaseDuration is how long a leader's lease lasts after the start of a
-// quorum round: 90 % of ElectionTick-2 ticks. A follower refuses votes
-// for ElectionTick ticks after it hears from its leader, the first of
-// which can come at once; one more tick is left for scheduling, and the
-// 10 % for clocks running at different rates (docs/replication.md).
-// Zero (no lease) when the election timeout is under three ticks. c must
-// have its defaults (EnsureDefaults).
+// quorum round: 90 % of ElectionTick-3 ticks. A follower refuses votes
+// for ElectionTick ticks after it hears from its leader; two of them can
+// come at once after the message (the tick the ticker loop was handing
+// out when its goroutine stalled, and the one its time.Ticker kept
+// pending meanwhile) and a third any time later (the next period
+// boundary); the 10 % is for clocks running at different rates
+// (docs/architecture.md). Zero (no lease) when the election timeout is
+// under four ticks. c must have its defaults (EnsureDefaults).
 func (c Config) LeaseDuration() time.Duration {
-	if c.ElectionTick < 3 {
+	if c.ElectionTick < 4 {
 		return 0
 	}
-	return time.Duration(c.ElectionTick-2) * c.TickInterval * 9 / 10
+	return time.Duration(c.ElectionTick-3) * c.TickInterval * 9 / 10
 }
 
 // replicaConfig is the configuration of the local replica of d.
@@ -266,6 +268,7 @@ func (s *Store) replicaConfig(d shard.Descriptor) replica.Config {
 	rc := s.cfg.Replica
 	rc.NodeID, rc.Desc, rc.Engine = s.cfg.NodeID, d, s.cfg.Engine
 	rc.Send, rc.Enqueue = s.send, s.sched.enqueue
+	rc.PeersLease = true // whatever this node's --lease-reads (replica.Config.PeersLease)
 	rc.ElectionTick, rc.HeartbeatTick = s.cfg.ElectionTick, s.cfg.HeartbeatTick
 	if s.cfg.LeaseReads {
 		rc.LeaseDuration = s.cfg.LeaseDuration()
