@@ -336,12 +336,16 @@ func (r *Replica) TransferLeadership(to uint64) {
 	r.report(func(rn *raft.RawNode) { rn.TransferLeader(to) })
 }
 
-// Tick advances the logical clock by one tick.
-func (r *Replica) Tick() {
+// Tick advances the logical clock by one tick. It returns the ticks now
+// waiting for the replica's next round: more than one only while its
+// rounds fall behind the ticker (a long round, a busy node, a stall).
+func (r *Replica) Tick() (pending int) {
 	r.in.Lock()
 	r.in.ticks++
+	pending = r.in.ticks
 	r.in.Unlock()
 	r.cfg.Enqueue(r.id)
+	return pending
 }
 
 // Step delivers a message from another node. Messages beyond a bound are

@@ -98,3 +98,22 @@ func (s *sched) done(id uint64) {
 	st.Store(stQueued)
 	s.queue <- id
 }
+
+// stateName names id's scheduling state, for diagnostics ("removed": not
+// schedulable).
+func (s *sched) stateName(id uint64) string {
+	st := s.get(id)
+	if st == nil {
+		return "removed"
+	}
+	switch st.Load() {
+	case stIdle:
+		return "idle"
+	case stQueued:
+		return "queued"
+	case stProcessing:
+		return "processing"
+	default:
+		return "processing, requeued"
+	}
+}

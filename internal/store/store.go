@@ -211,6 +211,8 @@ type Store struct {
 	leaderApplied atomic.Uint64
 	// leaseReads counts reads this node's leaders answered under a lease.
 	leaseReads atomic.Uint64
+	// lastStallDump: when reportStall last dumped the stacks (Unix ns).
+	lastStallDump atomic.Int64
 	// drops counts the messages from peers dropped, by reason.
 	drops     [numDrops]atomic.Uint64
 	snapStats snapCounters
@@ -445,7 +447,9 @@ func (s *Store) ticker() {
 		select {
 		case <-t.C:
 			for _, r := range s.replicaList() {
-				r.Tick()
+				if n := r.Tick(); n == s.stallTicks() {
+					s.reportStall(r, n)
+				}
 			}
 		case <-s.ctx.Done():
 			return
