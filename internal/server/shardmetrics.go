@@ -15,6 +15,7 @@ type shardCollector struct {
 
 	hasLeader, applied, lag, fsync *prometheus.Desc
 	written, blobFiles, blobBytes  *prometheus.Desc
+	l0Sublevels                    *prometheus.Desc
 	cacheBudget, cacheUsed         *prometheus.Desc
 }
 
@@ -34,6 +35,8 @@ func newShardCollector(s *Server) *shardCollector {
 			"Live blob files (values kept out of the LSM's sstables).", nil, nil),
 		blobBytes: prometheus.NewDesc("cairn_storage_blob_bytes",
 			"Size of the live blob files.", nil, nil),
+		l0Sublevels: prometheus.NewDesc("cairn_storage_l0_sublevels",
+			"Sublevels in the LSM's L0 (its read amplification): compacted at 20, writes stop at 40.", nil, nil),
 		cacheBudget: prometheus.NewDesc("cairn_storage_cache_budget_bytes",
 			"What the block cache and memtables may hold together: the configured cache size, or less under a cgroup memory limit.", nil, nil),
 		cacheUsed: prometheus.NewDesc("cairn_storage_cache_bytes",
@@ -49,6 +52,7 @@ func (c *shardCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.written
 	ch <- c.blobFiles
 	ch <- c.blobBytes
+	ch <- c.l0Sublevels
 	ch <- c.cacheBudget
 	ch <- c.cacheUsed
 }
@@ -81,6 +85,7 @@ func (c *shardCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(c.blobFiles, prometheus.GaugeValue, float64(w.BlobFiles))
 	ch <- prometheus.MustNewConstMetric(c.blobBytes, prometheus.GaugeValue, float64(w.BlobBytes))
+	ch <- prometheus.MustNewConstMetric(c.l0Sublevels, prometheus.GaugeValue, float64(w.L0Sublevels))
 	ch <- prometheus.MustNewConstMetric(c.cacheBudget, prometheus.GaugeValue, float64(c.s.eng.CacheBudget()))
 	ch <- prometheus.MustNewConstMetric(c.cacheUsed, prometheus.GaugeValue, float64(c.s.eng.CacheSize()))
 }

@@ -73,6 +73,9 @@ type WriteStats struct {
 	WAL, Flushed, Compacted, Ingested uint64
 	// BlobFiles and BlobBytes are the live blob files and their size.
 	BlobFiles, BlobBytes uint64
+	// L0Sublevels is L0's read amplification now: Pebble compacts L0 at
+	// L0CompactionThreshold and stops writes at L0StopWritesThreshold.
+	L0Sublevels int
 }
 
 // Total is every byte written.
@@ -96,11 +99,12 @@ func (e *Engine) WriteStats() WriteStats {
 		ingested += l.TableBytesIngested
 	}
 	return WriteStats{
-		WAL:       m.WAL.BytesWritten,
-		Flushed:   flushedTables + flushedBlobs,
-		Compacted: compactedTables + compactedBlobs - min(flushedBlobs, compactedBlobs),
-		Ingested:  ingested,
-		BlobFiles: m.BlobFiles.LiveCount,
-		BlobBytes: m.BlobFiles.LiveSize,
+		WAL:         m.WAL.BytesWritten,
+		Flushed:     flushedTables + flushedBlobs,
+		Compacted:   compactedTables + compactedBlobs - min(flushedBlobs, compactedBlobs),
+		Ingested:    ingested,
+		BlobFiles:   m.BlobFiles.LiveCount,
+		BlobBytes:   m.BlobFiles.LiveSize,
+		L0Sublevels: int(m.Levels[0].Sublevels),
 	}
 }
