@@ -196,16 +196,20 @@ func (r *Replica) countTicksLocked(ticks int) {
 // whose only change is the commit is written without a sync), that index
 // is below writes already acknowledged.
 func (r *Replica) holdReadsLocked(rn *raft.RawNode, reads []*waiter, fwd []raftpb.Message) ([]*waiter, []raftpb.Message) {
-	st := rn.BasicStatus()
-	if r.mu.termCommitted == st.Term {
-		if len(r.mu.held) > 0 || len(r.mu.heldFwd) > 0 {
+	held := r.holdingLocked()
+	oneVoter := len(r.mu.cs.Voters) == 1 && len(r.mu.cs.VotersOutgoing) == 0
+	if !held && (!oneVoter || len(reads) == 0 && len(fwd) == 0) {
+		return reads, fwd // nothing to hold or hand back: no status read
+	}
+	if r.mu.termCommitted == rn.BasicStatus().Term {
+		if held {
 			reads = append(r.mu.held, reads...)
 			fwd = append(r.mu.heldFwd, fwd...)
 			r.mu.held, r.mu.heldFwd = nil, nil
 		}
 		return reads, fwd
 	}
-	if len(r.mu.cs.Voters) != 1 || len(r.mu.cs.VotersOutgoing) > 0 {
+	if !oneVoter {
 		return reads, fwd
 	}
 	r.mu.held = append(r.mu.held, reads...)
@@ -213,7 +217,10 @@ func (r *Replica) holdReadsLocked(rn *raft.RawNode, reads []*waiter, fwd []raftp
 	return nil, nil
 }
 
+// holdingLocked reports whether holdReadsLocked holds reads.
+func (r *Replica) holdingLocked() bool { return len(r.mu.held) > 0 || len(r.mu.heldFwd) > 0 }
+
 // heldReadyLocked reports whether held reads can go on in another round.
 func (r *Replica) heldReadyLocked() bool {
-	return (len(r.mu.held) > 0 || len(r.mu.heldFwd) > 0) && r.mu.termCommitted == r.mu.rn.BasicStatus().Term
+	return r.holdingLocked() && r.mu.termCommitted == r.mu.rn.BasicStatus().Term
 }
