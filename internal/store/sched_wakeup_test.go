@@ -77,19 +77,12 @@ func TestSchedNoLostWakeup(t *testing.T) {
 			if time.Now().After(deadline) {
 				close(stop)
 				wg.Wait()
-				t.Fatalf("shard %d: %d added, last round drained %d, state %d: a wakeup was lost",
-					id, added[id].Load(), drained[id].Load(), stateOf(s, id))
+				t.Fatalf("shard %d: %d added, last round drained %d, state %s: a wakeup was lost",
+					id, added[id].Load(), drained[id].Load(), s.stateName(id))
 			}
 			time.Sleep(time.Millisecond)
 		}
 	}
 	close(stop)
 	wg.Wait()
-}
-
-func stateOf(s *sched, id uint64) int32 {
-	if st := s.get(id); st != nil {
-		return st.Load()
-	}
-	return -1
 }
